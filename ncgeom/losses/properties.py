@@ -1,0 +1,130 @@
+"""Numerical checkers for the hypotheses of the theorems: psi convex, psi and eta non-decreasing.
+
+theory.md sections 2-4: Theorem 1 needs psi argument-wise non-decreasing and eta non-decreasing and
+non-negative; Theorems 2-3 also need psi convex. These checkers sample random points (from an explicit
+Generator) and test the defining inequalities; on failure they return the witness, the point where the
+inequality is violated, so that the user sees *why*. A numerical pass is evidence, not proof; the
+symbolic checks of ``proofs_check`` prove the built-ins for small k.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ncgeom.losses.eta import Eta
+from ncgeom.losses.psi import Psi
+from ncgeom.validate import require_int, require_real
+
+__all__ = ["PropertyVerdict", "check_convex", "check_monotone"]
+
+
+@dataclass(frozen=True)
+class PropertyVerdict:
+    """Outcome of a numerical property check.
+
+    holds : bool
+        False iff a violation larger than ``tol`` was found.
+    witness : dict or None
+        For a failure, the points and values that violate the inequality.
+    max_violation : float
+        Largest violation seen (<= 0 means none).
+    """
+
+    property: str
+    subject: str
+    holds: bool
+    num_checks: int
+    max_violation: float
+    tol: float
+    witness: dict | None = field(default=None)
+
+    def __bool__(self) -> bool:
+        return self.holds
+
+
+def _check_rng(rng):
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError("rng must be a numpy.random.Generator (randomness is an explicit argument)")
+
+
+def _tol(values: np.ndarray, tol: float | None) -> float:
+    if tol is not None:
+        return require_real("tol", tol, min_value=0.0)
+    # A few hundred ulps of the magnitudes involved, in float64.
+    return 256 * np.finfo(np.float64).eps * max(1.0, float(np.max(np.abs(values))))
+
+
+def check_convex(psi: Psi, *, k: int, rng: np.random.Generator, num_samples: int = 2000, scale: float = 3.0, tol: float | None = None) -> PropertyVerdict:
+    """Check psi(l a + (1-l) b) <= l psi(a) + (1-l) psi(b) on random a, b in [-scale, scale]^k.
+
+    Parameters
+    ----------
+    psi : Psi
+    k : int
+        Number of arguments (negatives), >= 1.
+    rng : numpy.random.Generator
+    num_samples : int
+        Number of random chords (>= 1).
+    scale : float
+        Half-width of the sampling box (> 0). t lies in [-2, 2] for normalized features, so the default
+        box covers every reachable argument with room to spare.
+    tol : float, optional
+        Allowed violation; default a few hundred float64 ulps of the values.
+    """
+    k = require_int("k", k, min_value=1)
+    n = require_int("num_samples", num_samples, min_value=1)
+    scale = require_real("scale", scale, min_value=0.0, min_inclusive=False)
+    _check_rng(rng)
+    a = rng.uniform(-scale, scale, size=(n, k))
+    b = rng.uniform(-scale, scale, size=(n, k))
+    lam = rng.uniform(0.0, 1.0, size=(n, 1))
+    mid = lam * a + (1 - lam) * b
+    lhs = np.asarray(psi(mid), dtype=np.float64)
+    rhs = lam[:, 0] * np.asarray(psi(a), dtype=np.float64) + (1 - lam[:, 0]) * np.asarray(psi(b), dtype=np.float64)
+    t = _tol(np.concatenate([lhs, rhs]), tol)
+    viol = lhs - rhs
+    worst = int(np.argmax(viol))
+    holds = bool(viol[worst] <= t)
+    witness = None if holds else {"a": a[worst].tolist(), "b": b[worst].tolist(), "lambda": float(lam[worst, 0]), "psi(mix)": float(lhs[worst]), "chord": float(rhs[worst])}
+    return PropertyVerdict("convex", psi.name, holds, n, float(viol[worst]), t, witness)
+
+
+def check_monotone(fn: Psi | Eta, *, k: int = 1, rng: np.random.Generator, num_samples: int = 2000, scale: float = 3.0, tol: float | None = None) -> PropertyVerdict:
+    """Check that psi is non-decreasing in every argument, or that eta is non-decreasing and >= 0.
+
+    For a Psi: psi(t + delta e_i) >= psi(t) for random t in [-scale, scale]^k, coordinate i and
+    delta > 0. For an Eta: eta(s + delta) >= eta(s) and eta(s) >= 0 for random s in [-scale, scale]
+    (``k`` is ignored).
+    """
+    n = require_int("num_samples", num_samples, min_value=1)
+    scale = require_real("scale", scale, min_value=0.0, min_inclusive=False)
+    _check_rng(rng)
+    if isinstance(fn, Eta):
+        s = rng.uniform(-scale, scale, size=n)
+        delta = rng.uniform(0.0, scale, size=n)
+        lo = np.asarray(fn(s), dtype=np.float64)
+        hi = np.asarray(fn(s + delta), dtype=np.float64)
+        t = _tol(np.concatenate([lo, hi]), tol)
+        viol = np.maximum(lo - hi, -np.minimum(lo, 0.0))
+        worst = int(np.argmax(viol))
+        holds = bool(viol[worst] <= t)
+        witness = None if holds else {"s": float(s[worst]), "s + delta": float(s[worst] + delta[worst]), "eta(s)": float(lo[worst]), "eta(s + delta)": float(hi[worst])}
+        return PropertyVerdict("monotone", fn.name, holds, n, float(viol[worst]), t, witness)
+    if not isinstance(fn, Psi):
+        raise ValueError("fn must be a Psi or an Eta")
+    k = require_int("k", k, min_value=1)
+    tpts = rng.uniform(-scale, scale, size=(n, k))
+    coord = rng.integers(0, k, size=n)
+    delta = rng.uniform(0.0, scale, size=n)
+    up = tpts.copy()
+    up[np.arange(n), coord] += delta
+    lo = np.asarray(fn(tpts), dtype=np.float64)
+    hi = np.asarray(fn(up), dtype=np.float64)
+    t = _tol(np.concatenate([lo, hi]), tol)
+    viol = lo - hi
+    worst = int(np.argmax(viol))
+    holds = bool(viol[worst] <= t)
+    witness = None if holds else {"t": tpts[worst].tolist(), "coordinate": int(coord[worst]), "delta": float(delta[worst]), "psi(t)": float(lo[worst]), "psi(t + delta e_i)": float(hi[worst])}
+    return PropertyVerdict("monotone", fn.name, holds, n, float(viol[worst]), t, witness)

@@ -1,0 +1,85 @@
+"""Argument validation: every public entry point rejects bad input here, at the call.
+
+Each helper raises :class:`ValueError` whose message names the argument and the accepted range,
+e.g. ``num_classes must be an integer >= 2, got 1``. The CLI turns these into one-line errors with
+exit code 2.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from numbers import Integral, Real
+
+__all__ = [
+    "require_int",
+    "require_real",
+    "require_choice",
+    "require_finite_array",
+]
+
+
+def require_int(name: str, value, *, min_value: int | None = None, max_value: int | None = None) -> int:
+    """Return ``value`` as an int, or raise ValueError naming ``name`` and the accepted range."""
+    rng = _range_text(min_value, max_value)
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise ValueError(f"{name} must be an integer{rng}, got {value!r}")
+    value = int(value)
+    if (min_value is not None and value < min_value) or (max_value is not None and value > max_value):
+        raise ValueError(f"{name} must be an integer{rng}, got {value}")
+    return value
+
+
+def require_real(
+    name: str,
+    value,
+    *,
+    min_value: float | None = None,
+    max_value: float | None = None,
+    min_inclusive: bool = True,
+    max_inclusive: bool = True,
+) -> float:
+    """Return ``value`` as a finite float, or raise ValueError naming ``name`` and the range."""
+    lo = "" if min_value is None else (f" >= {min_value}" if min_inclusive else f" > {min_value}")
+    hi = "" if max_value is None else (f" <= {max_value}" if max_inclusive else f" < {max_value}")
+    rng = lo + ("," if lo and hi else "") + hi
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ValueError(f"{name} must be a finite real number{rng}, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite real number{rng}, got {value}")
+    if min_value is not None and (value < min_value or (not min_inclusive and value == min_value)):
+        raise ValueError(f"{name} must be a finite real number{rng}, got {value}")
+    if max_value is not None and (value > max_value or (not max_inclusive and value == max_value)):
+        raise ValueError(f"{name} must be a finite real number{rng}, got {value}")
+    return value
+
+
+def require_choice(name: str, value, choices: Iterable[str]) -> str:
+    """Return ``value`` if it is one of ``choices``, else raise ValueError listing them."""
+    choices = tuple(choices)
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+    return value
+
+
+def require_finite_array(name: str, array) -> None:
+    """Raise ValueError if a numpy array or torch tensor ``array`` holds NaN or inf."""
+    import numpy as np
+
+    if hasattr(array, "detach"):  # torch tensor, without importing torch
+        finite = bool(array.detach().isfinite().all())
+    else:
+        finite = bool(np.isfinite(np.asarray(array, dtype=float)).all())
+    if not finite:
+        raise ValueError(f"{name} must contain only finite values (found NaN or inf)")
+
+
+def _range_text(lo, hi) -> str:
+    if lo is not None and hi is not None:
+        return f" in [{lo}, {hi}]"
+    if lo is not None:
+        return f" >= {lo}"
+    if hi is not None:
+        return f" <= {hi}"
+    return ""
