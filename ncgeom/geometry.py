@@ -96,7 +96,7 @@ def _ones_complement_basis(c: int) -> np.ndarray:
         basis[j, j - 1] = -float(j)
         basis[:, j - 1] /= np.sqrt(j * (j + 1))
     # Deterministic sign so that the C = 2 ETF is [[1], [-1]].
-    return -basis
+    return basis
 
 
 def gram_etf_residual(gram) -> float:

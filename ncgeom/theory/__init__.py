@@ -1,0 +1,41 @@
+"""Theory: closed-form values at neural collapse, the theorems' lower bounds, and their hypotheses.
+
+Submodules: ``closed_forms`` (theory.md sections 5 and 7), ``bounds`` (section 4, Theorems 1-3),
+``conditions`` (which theorem applies to a given setup, and why not).
+"""
+
+from ncgeom.theory.bounds import (
+    hscl_lower_bound,
+    hucl_lower_bound,
+    instance_positive_bound,
+    scl_lower_bound,
+    ucl_lower_bound,
+)
+from ncgeom.theory.closed_forms import (
+    MAX_ENUMERATED_NEGATIVES,
+    SETTINGS,
+    Setting,
+    batch_nc_value,
+    collision_probability,
+    nc_value,
+)
+from ncgeom.theory.conditions import POSITIVES, Condition, ConditionReport, TheoremApplicability, check_conditions
+
+__all__ = [
+    "Setting",
+    "SETTINGS",
+    "MAX_ENUMERATED_NEGATIVES",
+    "collision_probability",
+    "nc_value",
+    "batch_nc_value",
+    "scl_lower_bound",
+    "hscl_lower_bound",
+    "ucl_lower_bound",
+    "hucl_lower_bound",
+    "instance_positive_bound",
+    "POSITIVES",
+    "Condition",
+    "TheoremApplicability",
+    "ConditionReport",
+    "check_conditions",
+]
