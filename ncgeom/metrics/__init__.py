@@ -1,0 +1,39 @@
+"""Neural-collapse (NC) and dimensional-collapse (DC) metrics (theory.md section 8).
+
+Every metric is a pure function ``metric(z, labels)`` of embeddings z [N, d] (numpy array or torch
+tensor; computed in float64) and integer labels [N] (any values; the classes are the sorted distinct
+labels, or exactly 0..C-1 with ``num_classes=C``). The names are the JSON keys used by the CLI and the
+experiment histories:
+
+- ``groups``: input validation and :func:`class_means`;
+- ``collapse``: unit_norm, zero_sum, equal_inner_product, within_class, nc1, etf_distance;
+- ``spectral``: spectrum (class-mean covariance), rankme (garrido2023rankme);
+- ``ncc``: ncc_accuracy (inner-product nearest class mean; train means on test data);
+- ``record``: :func:`nc_metrics` -> :class:`NCMetrics` (all of them, ``.to_dict()``).
+
+Conventions and how they differ from the peers (Papyan's Colab, tding1, rhubarbwu, nc-toolbox,
+RankMe implementations): docs/conventions.md, "Metrics".
+"""
+
+from ncgeom.metrics.collapse import equal_inner_product, etf_distance, nc1, unit_norm, within_class, zero_sum
+from ncgeom.metrics.groups import class_means
+from ncgeom.metrics.ncc import ncc_accuracy
+from ncgeom.metrics.record import METRIC_NAMES, NCMetrics, nc_metrics
+from ncgeom.metrics.spectral import RANKME_EPS, rankme, spectrum
+
+__all__ = [
+    "unit_norm",
+    "zero_sum",
+    "equal_inner_product",
+    "within_class",
+    "nc1",
+    "etf_distance",
+    "spectrum",
+    "rankme",
+    "ncc_accuracy",
+    "class_means",
+    "nc_metrics",
+    "NCMetrics",
+    "METRIC_NAMES",
+    "RANKME_EPS",
+]

@@ -1,0 +1,90 @@
+"""Nearest-class-mean accuracy with the inner product (theory.md section 8 [code])."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ncgeom.metrics.groups import _embeddings, _group, _Groups, _integer_labels
+
+__all__ = ["ncc_accuracy"]
+
+
+def _accuracy(z: np.ndarray, index: np.ndarray, means: np.ndarray) -> float:
+    """Fraction of rows whose argmax_c <z_i, mu_c> equals their class index (first max on ties)."""
+    predicted = np.argmax(z @ means.T, axis=1)
+    return float(np.mean(predicted == index))
+
+
+def _ncc_accuracy(g: _Groups) -> float:
+    return _accuracy(g.z, g.index, g.means)
+
+
+def ncc_accuracy(
+    z,
+    labels,
+    *,
+    class_means=None,
+    class_labels=None,
+    num_classes: int | None = None,
+) -> float:
+    """Accuracy of the inner-product nearest-class-mean classifier.
+
+    .. math:: \\hat y_i = \\operatorname*{arg\\,max}_c \\langle z_i, \\mu_c \\rangle,\\qquad
+        \\mathrm{ncc\\_accuracy} = \\frac1N \\sum_i [\\hat y_i = y_i]
+
+    (theory.md section 8 [code]: the authors' downstream metric). The inner product, not the
+    Euclidean distance: on the sphere they agree only when the class means have equal norms.
+    Ties go to the first class (sorted label order, or the first row of ``class_means``).
+
+    Parameters
+    ----------
+    z : array or tensor [N, d]
+        Embeddings to classify.
+    labels : integer array [N]
+        Their true labels.
+    class_means : array or tensor [C, d], optional
+        Means to classify with, e.g. ``class_means(z_train, y_train)`` to score test data with train
+        means. Default: the class means of ``(z, labels)`` themselves (training accuracy).
+    class_labels : integer array [C], optional
+        The label of each row of ``class_means`` (distinct). Default ``0..C-1``; pass
+        ``np.unique(y_train)`` when the train labels are not 0..C-1. Only with ``class_means``.
+    num_classes : int, optional
+        Without ``class_means``: require labels 0..C-1, all present (see :func:`class_means`).
+
+    Raises
+    ------
+    ValueError
+        Bad shapes, NaN/inf, fewer than 2 classes, or (with ``class_means``) a label of ``labels``
+        that is not among ``class_labels`` (it could never be predicted).
+
+    Examples
+    --------
+    >>> ncc_accuracy([[1.0, 0.2], [-1.0, 0.0], [0.5, 0.0]], [0, 1, 1])
+    0.6666666666666666
+    """
+    if class_means is None:
+        if class_labels is not None:
+            raise ValueError("class_labels is only meaningful together with class_means")
+        return _ncc_accuracy(_group(z, labels, num_classes=num_classes))
+    zz = _embeddings(z)
+    y = _integer_labels(labels, zz.shape[0])
+    means = _embeddings(class_means, "class_means")
+    c = means.shape[0]
+    if c < 2:
+        raise ValueError(f"class_means must have at least 2 rows (classes), got {c}")
+    if means.shape[1] != zz.shape[1]:
+        raise ValueError(
+            f"class_means has dimension {means.shape[1]} but z has {zz.shape[1]} columns (they must match)"
+        )
+    if class_labels is None:
+        known = np.arange(c)
+    else:
+        known = _integer_labels(class_labels, c, "class_labels", "class_means")
+        if np.unique(known).size != c:
+            raise ValueError("class_labels must be distinct")
+    order = np.argsort(known)
+    pos = np.searchsorted(known[order], y).clip(0, c - 1)
+    unknown = known[order][pos] != y
+    if unknown.any():
+        raise ValueError(f"labels: label {y[unknown][0]} is not among class_labels {known.tolist()[:10]}")
+    return _accuracy(zz, order[pos], means)
