@@ -14,7 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from ncgeom.validate import require_choice, require_int, require_real
+from ncgeom.validate import require_choice, require_finite_array, require_int, require_real
 
 __all__ = [
     "Normalization",
@@ -78,7 +78,7 @@ def simplex_etf(num_classes: int, dim: int | None = None, *, rng: np.random.Gene
     c = require_int("num_classes", num_classes, min_value=2)
     d = c - 1 if dim is None else require_int("dim", dim, min_value=c - 1)
     centered = np.sqrt(c / (c - 1)) * (np.eye(c) - np.ones((c, c)) / c)
-    # Orthonormal basis of 1^perp: the first C-1 right singular vectors of the centering matrix.
+    # Orthonormal basis of 1^perp (Helmert; deterministic, unlike an SVD's signs).
     basis = _ones_complement_basis(c)  # [C, C-1]
     v = centered @ basis  # [C, C-1]
     out = np.zeros((c, d))
@@ -104,6 +104,7 @@ def gram_etf_residual(gram) -> float:
     g = np.asarray(gram, dtype=np.float64)
     if g.ndim != 2 or g.shape[0] != g.shape[1] or g.shape[0] < 2:
         raise ValueError(f"gram must be a square matrix [C, C] with C >= 2, got shape {g.shape}")
+    require_finite_array("gram", g)
     return float(np.linalg.norm(g - etf_gram(g.shape[0])))
 
 
@@ -116,6 +117,7 @@ def etf_residual(vectors) -> float:
     v = _as_float64_numpy(vectors, "vectors")
     if v.ndim != 2 or v.shape[0] < 2:
         raise ValueError(f"vectors must have shape [C, d] with C >= 2, got {v.shape}")
+    require_finite_array("vectors", v)
     return gram_etf_residual(v @ v.T)
 
 
@@ -130,11 +132,13 @@ def normalize(z, mode: Normalization = "sphere", *, eps: float = 1e-12):
 
     - ``none``: z unchanged;
     - ``ball``: z / max(1, ||z||) (the authors' clipping; theory.md section 1);
-    - ``sphere``: z / max(||z||, eps).
+    - ``sphere``: z / max(||z||, eps), eps > 0 (a zero row stays zero).
 
-    The output has the type, dtype and device of the input; torch inputs keep their graph.
+    The output has the type, dtype and device of the input; torch inputs keep their graph. Values are
+    not checked for NaN (this runs inside training loops).
     """
     mode = require_choice("mode", mode, NORMALIZATIONS)
+    eps = require_real("eps", eps, min_value=0.0, min_inclusive=False)
     if mode == "none":
         return z
     if hasattr(z, "detach"):  # torch tensor

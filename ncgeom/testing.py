@@ -89,12 +89,14 @@ def etf_configs(*, min_classes: int = 2, max_classes: int = 8, max_extra_dim: in
 def noisy_collapsed_embeddings(draw, *, max_classes: int = 5, max_per_class: int = 6, max_sigma: float = 0.5, max_extra_dim: int = 2) -> NoisyCollapse:
     """Noisy neural collapse: rotated ETF vertices plus isotropic Gaussian noise of scale sigma in [0, max_sigma].
 
-    Every class has between 2 and ``max_per_class`` samples (so within-class statistics exist).
+    Every class has between 2 and ``max_per_class`` samples (so within-class statistics exist). The
+    noise comes from a stream independent of the rotation's (``default_rng([seed, 1])``).
     """
     cfg = draw(etf_configs(max_classes=max_classes, max_extra_dim=max_extra_dim))
     sigma = draw(st.floats(0.0, max_sigma))
     counts = draw(st.lists(st.integers(2, max_per_class), min_size=cfg.num_classes, max_size=cfg.num_classes))
-    rng = np.random.default_rng(cfg.seed)
+    # Not default_rng(seed): that is the rotation's stream, whose first d^2 normals built the rotation.
+    rng = np.random.default_rng([cfg.seed, 1])
     labels = np.repeat(np.arange(cfg.num_classes), counts)
     z = cfg.vectors()[labels] + sigma * rng.standard_normal((labels.size, cfg.dim))
     return NoisyCollapse(z, labels, float(sigma), cfg.num_classes)

@@ -289,7 +289,7 @@ def check_tilted_gap_is_covariance(*, rng: np.random.Generator, num_trials: int 
             bad.append({"trial": trial, "gap": str(gap), "covariance / normalizer": str(covariance(law, g, h) / normalizer(z, k))})
     return CheckResult(
         name="tilted_gap_is_covariance",
-        statement=r"\mathbb E_{q^{\otimes k}}\psi-\mathbb E_{p^{\otimes k}}\psi=\mathrm{Cov}_{p^{\otimes k}}ig(\psi,	extstyle\prod_i\eta(S_i)ig)/Z^k\ge0",
+        statement=r"\mathbb E_{q^{\otimes k}}\psi-\mathbb E_{p^{\otimes k}}\psi=\mathrm{Cov}_{p^{\otimes k}}\big(\psi,\textstyle\prod_i\eta(S_i)\big)/Z^k\ge0",
         method="exact-fraction",
         status="fail" if bad else "pass",
         details={"trials": num_trials, "num_negatives": k, "min_gap": str(min(gaps)), "failures": bad[:3]},

@@ -241,3 +241,13 @@ def test_metrics_console_script(embeddings, tmp_path):
     assert code == 0 and err == ""
     assert json.loads(out) == nc_metrics(z, y).to_dict()
     assert_usage_error(*run_script("metrics", str(tmp_path / "nope.npz")), "metrics", "no such file")
+
+
+def test_nc_value_choices_match_the_library():
+    # The subcommand repeats the choice lists so that `ncgeom --help` does not import scipy; they must
+    # not drift from the library's.
+    from ncgeom.cli import nc_value as cli
+    from ncgeom.losses import PSI_NAMES
+    from ncgeom.theory import SETTINGS
+
+    assert cli.SETTINGS == SETTINGS and cli.LOSSES == PSI_NAMES

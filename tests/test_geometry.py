@@ -79,6 +79,13 @@ def test_invalid_arguments():
         normalize(np.ones((2, 2)), "cube")
     with pytest.raises(ValueError, match="rng"):
         random_orthogonal(3, rng=0)
+    # NaN input and eps <= 0 used to give a NaN residual / NaN rows silently.
+    with pytest.raises(ValueError, match="vectors"):
+        etf_residual(np.array([[np.nan], [1.0]]))
+    with pytest.raises(ValueError, match="gram"):
+        gram_etf_residual(np.full((2, 2), np.inf))
+    with pytest.raises(ValueError, match="eps"):
+        normalize(np.zeros((1, 2)), "sphere", eps=0.0)
 
 
 def test_normalize_numpy_and_torch_agree():

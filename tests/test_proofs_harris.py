@@ -161,6 +161,10 @@ def test_checks_quick_all_pass_and_reproducible():
     assert all(isinstance(r, CheckResult) for r in first)
     assert all(r.status == "pass" for r in first), {r.name: r.details for r in first if r.status != "pass"}
     assert [r.details for r in first] == [r.details for r in second]
+    # Statements are LaTeX for reports: no control characters (\big and \textstyle typed outside a raw
+    # string once left a backspace and a tab in tilted_gap_is_covariance's statement).
+    for r in first:
+        assert r.statement.isprintable(), (r.name, r.statement)
 
 
 def test_results_are_json_serializable():

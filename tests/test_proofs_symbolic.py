@@ -286,6 +286,7 @@ def test_quick_checks_all_pass():
     assert len(names) == len(set(names))
     failed = {r.name: r.details for r in results if r.status != "pass"}
     assert not failed
+    assert all(r.statement.isprintable() for r in results), [r.name for r in results if not r.statement.isprintable()]
     assert sum(r.seconds for r in results) < 30  # quick mode budget, generous for a shared 2-core machine
 
 

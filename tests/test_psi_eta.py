@@ -118,6 +118,25 @@ def test_checkers_need_rng():
         check_convex(infonce(), k=1, rng=None)
 
 
+def test_checkers_and_tilt_weights_reject_bad_input():
+    # A bare function used to raise AttributeError deep inside; bad weights gave a misleading
+    # "all zero" message or numpy's broadcasting error.
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="psi must be a Psi"):
+        check_convex(lambda t: t.sum(-1), k=1, rng=rng)
+    with pytest.raises(ValueError, match="fn must be a Psi or an Eta"):
+        check_monotone(lambda t: t.sum(-1), k=1, rng=rng)
+    eta = exponential_tilt(1.0)
+    with pytest.raises(ValueError, match="similarities"):
+        tilt_weights(eta, np.array([np.nan, 0.0]))
+    with pytest.raises(ValueError, match="base_weights must be >= 0"):
+        tilt_weights(eta, np.zeros(3), np.array([1.0, -1.0, 1.0]))
+    with pytest.raises(ValueError, match="base_weights must have a shape"):
+        tilt_weights(eta, np.zeros(3), np.ones(4))
+    with pytest.raises(ValueError, match="eta must be an Eta"):
+        tilt_weights(1.0, np.zeros(3))
+
+
 @given(monotone_etas())
 def test_random_monotone_etas_pass_checker(eta):
     assert check_monotone(eta, rng=np.random.default_rng(0), num_samples=200).holds

@@ -2,9 +2,11 @@
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import find, given
+from hypothesis import strategies as st
 from numpy.testing import assert_allclose
 
+from ncgeom import testing
 from ncgeom.geometry import etf_residual
 from ncgeom.losses import Eta, Psi, check_monotone
 from ncgeom.population import FiniteLatentModel
@@ -38,6 +40,17 @@ def test_noisy_collapsed_embeddings(sample):
     if sample.sigma == 0.0:
         means = np.stack([sample.z[sample.labels == c].mean(0) for c in range(sample.num_classes)])
         assert etf_residual(means) < 1e-12
+
+
+def test_noise_is_independent_of_the_rotation(monkeypatch):
+    # The noise used to come from default_rng(seed), the stream whose first d^2 normals had just built
+    # the rotation: noise and geometry were the same numbers.
+    cfg = testing.EtfConfig(num_classes=3, dim=2, seed=123)
+    monkeypatch.setattr(testing, "etf_configs", lambda **kw: st.just(cfg))
+    sample = find(noisy_collapsed_embeddings(max_sigma=0.5), lambda s: s.sigma > 0.1)
+    noise = (sample.z - cfg.vectors()[sample.labels]) / sample.sigma
+    rotation_normals = np.random.default_rng(cfg.seed).standard_normal(noise.size)
+    assert np.max(np.abs(noise.ravel() - rotation_normals)) > 0.1
 
 
 @pytest.mark.parametrize("normalization", ["ball", "sphere"])

@@ -161,6 +161,8 @@ def test_invalid_arguments():
         batch_nc_value("scl", class_counts=[3])
     with pytest.raises(ValueError, match="num_negatives"):
         batch_nc_value("scl", class_counts=[3, 2], num_negatives="all")
+    with pytest.raises(ValueError, match="num_negatives"):  # an array used to pass as "batch" elementwise
+        batch_nc_value("scl", class_counts=[3, 2], num_negatives=np.array(["batch"]))
 
 
 def _naive_batch(setting, counts, k, beta, tau, dim_extra=1):
@@ -199,12 +201,20 @@ def test_batch_nc_value_scl_equals_section5():
 
 
 def test_bounds():
+    # Each bound against its formula written out here (the bounds delegate to nc_value, so comparing
+    # them with nc_value alone would test nothing). C = 6, k = 3, tau = 0.5: t_neg / tau = -12/5.
     kw = dict(num_classes=6, num_negatives=3, tau=0.5)
-    assert scl_lower_bound(**kw) == nc_value("scl", **kw) == hscl_lower_bound(**kw)
-    assert ucl_lower_bound(**kw) == nc_value("ucl", **kw)
+    scl = math.log1p(3 * math.exp(-12 / 5))  # theory.md section 5, infonce SCL
+    assert_allclose([scl_lower_bound(**kw), hscl_lower_bound(**kw)], [scl, scl], rtol=4 * EPS)
+    # Theorem 3: sum_j Binom(3, j) (1/6)^j (5/6)^(3-j) log(1 + j + (3 - j) e^(-12/5)).
+    ucl = sum(math.comb(3, j) * (1 / 6) ** j * (5 / 6) ** (3 - j) * math.log(1 + j + (3 - j) * math.exp(-12 / 5)) for j in range(4))
+    assert_allclose([ucl_lower_bound(**kw), hucl_lower_bound(**kw)], [ucl, ucl], rtol=16 * EPS)
     assert hucl_lower_bound(**kw) < nc_value("hucl", beta=2.0, **kw)
-    # Instance positives: the Jensen bound psi(-1,...) lies below the UCL value at NC (not tight).
-    assert instance_positive_bound(num_negatives=3, tau=0.5) < ucl_lower_bound(**kw)
+    # Instance positives: the Jensen bound psi(-1, ..., -1) = log(1 + 3 e^-2) lies below the UCL value.
+    assert_allclose(instance_positive_bound(num_negatives=3, tau=0.5), math.log1p(3 * math.exp(-2.0)), rtol=4 * EPS)
+    assert instance_positive_bound(num_negatives=3, tau=0.5) < ucl
+    # Not strict for a psi that is flat on the NC arguments: triplet, margin 0 gives 0 at every beta.
+    assert nc_value("hucl", "triplet", num_classes=6, num_negatives=3, beta=2.0, margin=0.0) == hucl_lower_bound("triplet", num_classes=6, num_negatives=3, margin=0.0) == 0.0
 
 
 def test_check_conditions_builtin_setups():

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ncgeom.validate import require_real
+from ncgeom.validate import require_finite_array, require_real
 
 __all__ = ["Eta", "exponential_tilt", "custom_eta", "tilt_weights"]
 
@@ -79,13 +79,21 @@ def tilt_weights(eta: Eta, similarities, base_weights=None) -> np.ndarray:
 
     .. math:: q_m = \\frac{\\eta(s_m) p_m}{\\sum_{m'} \\eta(s_{m'}) p_{m'}}
 
-    where s = ``similarities`` [..., n] and p = ``base_weights`` [..., n] (uniform if None).
-    Computed as a softmax in log space along the last axis.
+    where s = ``similarities`` [..., n] (finite) and p = ``base_weights`` [..., n] (finite, >= 0,
+    broadcastable against s; uniform if None). Computed as a softmax in log space along the last axis.
     """
+    if not isinstance(eta, Eta):
+        raise ValueError(f"eta must be an Eta (exponential_tilt or custom_eta), got {type(eta).__name__}")
     s = np.asarray(similarities, dtype=np.float64)
+    require_finite_array("similarities", s)
     logw = np.asarray(eta.log(s), dtype=np.float64)
     if base_weights is not None:
         p = np.asarray(base_weights, dtype=np.float64)
+        require_finite_array("base_weights", p)
+        if np.any(p < 0):
+            raise ValueError("base_weights must be >= 0 (a probability law up to normalization)")
+        if not _broadcasts_to(p.shape, s.shape):
+            raise ValueError(f"base_weights must have a shape broadcastable to similarities {s.shape}, got {p.shape}")
         with np.errstate(divide="ignore"):
             logw = logw + np.log(p)
     m = np.max(logw, axis=-1, keepdims=True)
@@ -93,3 +101,10 @@ def tilt_weights(eta: Eta, similarities, base_weights=None) -> np.ndarray:
         raise ValueError("tilted weights are all zero for some anchor: eta * p must be positive somewhere")
     w = np.exp(logw - m)
     return w / w.sum(axis=-1, keepdims=True)
+
+
+def _broadcasts_to(shape: tuple, target: tuple) -> bool:
+    try:
+        return np.broadcast_shapes(shape, target) == target
+    except ValueError:
+        return False

@@ -24,12 +24,22 @@ __all__ = ["PropertyVerdict", "check_convex", "check_monotone"]
 class PropertyVerdict:
     """Outcome of a numerical property check.
 
+    Attributes
+    ----------
+    property : str
+        ``convex`` or ``monotone``.
+    subject : str
+        Name of the checked Psi or Eta.
     holds : bool
-        False iff a violation larger than ``tol`` was found.
+        False iff a violation larger than ``tol`` was found (or a value was NaN).
+    num_checks : int
+        Number of random inequalities tested.
+    max_violation : float
+        Largest violation seen (<= 0 means none; NaN if psi/eta returned NaN).
+    tol : float
+        Allowed violation.
     witness : dict or None
         For a failure, the points and values that violate the inequality.
-    max_violation : float
-        Largest violation seen (<= 0 means none).
     """
 
     property: str
@@ -73,6 +83,8 @@ def check_convex(psi: Psi, *, k: int, rng: np.random.Generator, num_samples: int
     tol : float, optional
         Allowed violation; default a few hundred float64 ulps of the values.
     """
+    if not isinstance(psi, Psi):
+        raise ValueError(f"psi must be a Psi (make_psi or custom_psi), got {type(psi).__name__}")
     k = require_int("k", k, min_value=1)
     n = require_int("num_samples", num_samples, min_value=1)
     scale = require_real("scale", scale, min_value=0.0, min_inclusive=False)
@@ -98,6 +110,8 @@ def check_monotone(fn: Psi | Eta, *, k: int = 1, rng: np.random.Generator, num_s
     delta > 0. For an Eta: eta(s + delta) >= eta(s) and eta(s) >= 0 for random s in [-scale, scale]
     (``k`` is ignored).
     """
+    if not isinstance(fn, (Psi, Eta)):
+        raise ValueError(f"fn must be a Psi or an Eta, got {type(fn).__name__}")
     n = require_int("num_samples", num_samples, min_value=1)
     scale = require_real("scale", scale, min_value=0.0, min_inclusive=False)
     _check_rng(rng)
@@ -112,8 +126,6 @@ def check_monotone(fn: Psi | Eta, *, k: int = 1, rng: np.random.Generator, num_s
         holds = bool(viol[worst] <= t)
         witness = None if holds else {"s": float(s[worst]), "s + delta": float(s[worst] + delta[worst]), "eta(s)": float(lo[worst]), "eta(s + delta)": float(hi[worst])}
         return PropertyVerdict("monotone", fn.name, holds, n, float(viol[worst]), t, witness)
-    if not isinstance(fn, Psi):
-        raise ValueError("fn must be a Psi or an Eta")
     k = require_int("k", k, min_value=1)
     tpts = rng.uniform(-scale, scale, size=(n, k))
     coord = rng.integers(0, k, size=n)

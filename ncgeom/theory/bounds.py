@@ -69,7 +69,8 @@ def hucl_lower_bound(psi: str | Psi = "infonce", *, num_classes: int, num_negati
     """Theorems 1 + 3: L_HUCL(f) >= L_UCL(f) >= the UCL value at NC. NOT tight.
 
     At NC the tilt raises the collision probability to pi_beta, so L_HUCL(NC) = nc_value("hucl") is
-    strictly larger than this bound for beta > 0 and k >= 1; whether NC minimizes HUCL is open
+    strictly larger than this bound for beta > 0 when psi_k(0, ..) > psi_k(-C/(C-1), ..) (e.g. InfoNCE;
+    not for a triplet whose margin <= 0, where both are 0); whether NC minimizes HUCL is open
     (jiang2025hard, HUCL discussion; theory.md section 4).
     """
     return ucl_lower_bound(psi, num_classes=num_classes, num_negatives=num_negatives, tau=tau, margin=margin)

@@ -249,7 +249,8 @@ def batch_nc_value(
     counts = np.asarray(class_counts)
     if counts.ndim != 1 or counts.size < 2 or not np.issubdtype(counts.dtype, np.integer) or np.any(counts < 0):
         raise ValueError(f"class_counts must be a 1-d sequence of >= 2 non-negative integers, got {class_counts!r}")
-    if num_negatives != "batch":
+    whole_batch = isinstance(num_negatives, str) and num_negatives == "batch"
+    if not whole_batch:
         num_negatives = require_int("num_negatives", num_negatives, min_value=1)
     beta = require_real("beta", beta, min_value=0.0)
     tau = require_real("tau", tau, min_value=0.0, min_inclusive=False)
@@ -273,6 +274,6 @@ def batch_nc_value(
             log_rest = np.log(total - n) - b / (c - 1)
         log_norm = np.logaddexp(log_coll, log_rest)
         log_mass = np.logaddexp(log_coll - log_norm, log_rest - log_norm + log_other)
-    log_k = np.log(num_cand) if num_negatives == "batch" else math.log(num_negatives)
+    log_k = np.log(num_cand) if whole_batch else math.log(num_negatives)
     losses = np.logaddexp(0.0, log_k + log_mass)
     return float(math.fsum(pairs * losses) / math.fsum(pairs))

@@ -172,15 +172,20 @@ def _result(name, statement, method, decisions, details, psi_label, k):
     )
 
 
-@timed
-def check_psi_convex(psi: PsiSpec = "infonce", *, k: int = 2, params: Mapping | None = None) -> CheckResult:
-    """psi_k is convex on R^k (symbolic tau > 0, margin real); ``params`` fix them for witness searches."""
+def _prepare(psi: PsiSpec, k: int, params: Mapping | None):
+    """(label, params, t, psi_k(t) with Abs written as Max, details) shared by the two checkers."""
     label, fn = resolve_psi(psi)
     params = dict(_DEFAULT_PARAMS if params is None else params)
     t = t_symbols(k)
     expr = sp.sympify(fn(t)).replace(sp.Abs, lambda a: sp.Max(a, -a))
+    return label, params, t, expr, {"expression": str(expr)}
+
+
+@timed
+def check_psi_convex(psi: PsiSpec = "infonce", *, k: int = 2, params: Mapping | None = None) -> CheckResult:
+    """psi_k is convex on R^k (symbolic tau > 0, margin real); ``params`` fix them for witness searches."""
+    label, params, t, expr, details = _prepare(psi, k, params)
     statement = rf"\psi_{{{k}}}\ \text{{({label}) is convex on }}\mathbb R^{{{k}}}"
-    details: dict = {"expression": str(expr)}
     if expr.has(sp.Max, sp.Min, sp.Abs, sp.Piecewise, sp.Heaviside):
         structure = max_affine_terms(expr, t)
         decisions = []
@@ -212,12 +217,8 @@ def check_psi_convex(psi: PsiSpec = "infonce", *, k: int = 2, params: Mapping | 
 @timed
 def check_psi_monotone(psi: PsiSpec = "infonce", *, k: int = 2, params: Mapping | None = None) -> CheckResult:
     """psi_k is non-decreasing in every argument (gradient >= 0, or non-negative slopes of every piece)."""
-    label, fn = resolve_psi(psi)
-    params = dict(_DEFAULT_PARAMS if params is None else params)
-    t = t_symbols(k)
-    expr = sp.sympify(fn(t)).replace(sp.Abs, lambda a: sp.Max(a, -a))
+    label, params, t, expr, details = _prepare(psi, k, params)
     statement = rf"\partial\psi_{{{k}}}/\partial t_i\ge0\ \text{{({label})}},\ i=1..{k}"
-    details: dict = {"expression": str(expr)}
     if expr.has(sp.Max, sp.Min, sp.Abs, sp.Piecewise, sp.Heaviside):
         structure = max_affine_terms(expr, t)
         decisions = []
