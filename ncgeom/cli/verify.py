@@ -1,0 +1,85 @@
+"""``ncgeom verify``: run every proofs_check checker and print a table (or JSON).
+
+Example::
+
+    $ ncgeom verify --quick            # the quick subset, under a minute on 2 cores
+    $ ncgeom verify --json > verify.json
+    $ ncgeom verify --quick --only certificates,counterexample
+
+Checkers: symbolic derivations and Harris checks (proofs_check.symbolic, proofs_check.harris), convex
+certificates (proofs_check.certificates), the Theorem 3 counterexample (proofs_check.counterexample)
+and the HUCL exploration (proofs_check.hucl). The exit code is 0 iff no check has status ``fail``
+(``unresolved`` and ``info`` do not fail), 1 otherwise.
+
+The JSON output is one object: ``{"checks": [{"name", "statement", "method", "status", "details",
+"seconds", "source"}, ...], "passed": bool, "quick", "seconds", "counts", "modules", "provenance"}``;
+non-finite numbers are written as null.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+__all__ = ["register", "run", "format_table"]
+
+
+def register(subparsers) -> None:
+    """Add the ``verify`` subcommand to ``subparsers``."""
+    p = subparsers.add_parser(
+        "verify",
+        help="run the symbolic, Harris, convex-certificate, counterexample and HUCL checks",
+        description="Run every proofs_check checker; exit 0 iff no check failed.",
+    )
+    p.add_argument("--quick", action="store_true", help="quick subset (under a minute on 2 cores)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.add_argument("--only", default=None, metavar="MODULES",
+                   help="comma-separated subset of: symbolic, harris, certificates, counterexample, hucl")
+    p.set_defaults(func=run)
+
+
+def _shorten(text: str, width: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def format_table(report) -> str:
+    """The report as a fixed-width table: check, statement, method, status, key numbers, time."""
+    from proofs_check.report import key_numbers
+
+    rows = [("check", "statement", "method", "status", "key numbers", "time")]
+    for r in report.checks:
+        rows.append((_shorten(r.name, 48), _shorten(r.statement, 40), _shorten(r.method, 20), r.status,
+                     _shorten(key_numbers(r), 90), f"{r.seconds:.2f}s"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(report.counts.items()))
+    verdict = "PASSED" if report.passed else "FAILED"
+    lines.append(f"\n{verdict}: {len(report.checks)} checks ({counts}) in {report.seconds:.1f}s"
+                 f"{' [quick]' if report.quick else ''}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handler: run the checks, print the table or JSON; 0 iff no check failed."""
+    from proofs_check.report import CHECK_MODULES, run_all
+
+    modules = None
+    if args.only:
+        modules = tuple(m.strip() for m in args.only.split(",") if m.strip())
+        for m in modules:
+            if m not in CHECK_MODULES:
+                raise ValueError(f"--only must list modules among {', '.join(CHECK_MODULES)}, got {m!r}")
+
+    def progress(result) -> None:
+        if not args.json:
+            print(f"  {result.status:10s} {result.name} ({result.seconds:.2f}s)", file=sys.stderr, flush=True)
+
+    report = run_all(quick=bool(args.quick), modules=modules, on_result=progress)
+    if args.json:
+        print(json.dumps(report.to_dict(), allow_nan=False))
+    else:
+        print(format_table(report))
+    return 0 if report.passed else 1

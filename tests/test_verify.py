@@ -1,0 +1,113 @@
+"""``ncgeom verify`` and ``proofs_check.report.run_all``: collection, robustness, table, JSON, exit codes."""
+
+import json
+import math
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import proofs_check.report as report
+from ncgeom.cli.main import main
+from proofs_check.records import CheckResult
+from proofs_check.report import VerifyReport, jsonable, key_numbers, run_all
+
+
+def _result(name, status, **details):
+    return CheckResult(name, "s", "m", status, details, 0.01, "test")
+
+
+def test_all_names_exist_once():
+    assert len(set(report.__all__)) == len(report.__all__)
+    for name in report.__all__:
+        assert hasattr(report, name), name
+
+
+def test_missing_module_is_a_fail_row(monkeypatch):
+    monkeypatch.setattr(report, "CHECK_MODULES", (*report.CHECK_MODULES, "nonexistent"))
+    rep = run_all(quick=True, modules=("nonexistent",), with_provenance=False)
+    assert [r.name for r in rep.checks] == ["nonexistent_missing"]
+    assert rep.checks[0].status == "fail" and "missing" in rep.checks[0].details["error"]
+    assert not rep.passed
+
+
+def test_crashing_checker_and_checks_are_fail_rows(monkeypatch):
+    def boom():
+        raise ZeroDivisionError("division by zero")
+
+    good = types.ModuleType("proofs_check.fakegood")
+    good.checks = lambda *, quick: [boom, lambda: _result("ok", "pass"), lambda: _result("explore", "info")]
+    bad = types.ModuleType("proofs_check.fakebad")
+
+    def bad_checks(*, quick):
+        raise RuntimeError("cannot list")
+
+    bad.checks = bad_checks
+    monkeypatch.setitem(sys.modules, "proofs_check.fakegood", good)
+    monkeypatch.setitem(sys.modules, "proofs_check.fakebad", bad)
+    monkeypatch.setattr(report, "CHECK_MODULES", ("fakegood", "fakebad"))
+    seen = []
+    rep = run_all(quick=True, with_provenance=False, on_result=seen.append)
+    statuses = [(r.name, r.status) for r in rep.checks]
+    assert statuses == [("fakegood.boom", "fail"), ("ok", "pass"), ("explore", "info"), ("fakebad_checks_error", "fail")]
+    assert "ZeroDivisionError" in rep.checks[0].details["error"]
+    assert seen == list(rep.checks)
+    assert rep.counts == {"fail": 2, "pass": 1, "info": 1}
+    assert not rep.passed
+
+
+def test_info_and_unresolved_do_not_fail():
+    rep = VerifyReport((_result("a", "pass"), _result("b", "info"), _result("c", "unresolved")), True, 0.1, ())
+    assert rep.passed
+    assert not VerifyReport((_result("a", "fail"),), True, 0.1, ()).passed
+
+
+def test_unknown_module_raises():
+    with pytest.raises(ValueError, match="modules"):
+        run_all(quick=True, modules=("nope",))
+
+
+def test_jsonable_and_key_numbers():
+    out = jsonable({"a": np.float64(1.5), "b": np.arange(2), "c": (math.nan, math.inf), 3: np.bool_(True)})
+    assert out == {"a": 1.5, "b": [0, 1], "c": [None, None], "3": True}
+    text = key_numbers(_result("x", "pass", gap=1e-9, primal_value=0.5, closed_form=0.5, other=[1, 2]))
+    assert text.startswith("primal_value=0.5, closed_form=0.5, gap=1e-09")
+
+
+def test_cli_exit_code_and_table_on_failure(monkeypatch, capsys):
+    fake = VerifyReport((_result("good", "pass", gap=1e-9), _result("bad", "fail", error="wrong")), True, 0.2, ())
+    monkeypatch.setattr(report, "run_all", lambda **kwargs: fake)
+    assert main(["verify", "--quick"]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED" in out and "bad" in out and "wrong" in out
+    assert main(["verify", "--quick", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["passed"] is False
+
+
+def test_cli_rejects_unknown_only(capsys):
+    assert main(["verify", "--only", "certificates,bogus"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("ncgeom verify: error: --only")
+
+
+def test_cli_only_smoke(capsys):
+    assert main(["verify", "--quick", "--json", "--only", "certificates"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["passed"] is True
+    assert {r["status"] for r in data["checks"]} == {"pass"}
+    assert {"name", "statement", "method", "status", "details", "seconds"} <= set(data["checks"][0])
+
+
+def test_verify_quick_json_passes_end_to_end():
+    # The whole quick suite, through the real entry point (about 30 s on 2 shared cores).
+    proc = subprocess.run([sys.executable, "-m", "ncgeom.cli.main", "verify", "--quick", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    data = json.loads(proc.stdout)
+    failed = [c["name"] for c in data["checks"] if c["status"] == "fail"]
+    assert data["passed"] is True, failed
+    assert proc.returncode == 0
+    names = {c["name"] for c in data["checks"]}
+    assert "certificate_ucl_infonce_sphere_C4_k2_tau0.5" in names and "counterexample_all_classes" in names
+    assert data["seconds"] < 120  # measured ~17-30 s; the budget is 60 s, 2x slack for shared cores
