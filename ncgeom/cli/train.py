@@ -1,0 +1,109 @@
+"""``ncgeom train``: one training run; one option per Config field (ncgeom.experiments.config).
+
+Writes DIR/config.json (config + provenance), DIR/history.jsonl (one line per epoch) and
+DIR/summary.json (final metrics under "final", plus "nc_value") with ``--out DIR``. A tqdm bar is shown
+on a terminal unless ``--quiet``. Exit codes: 0 completed, 1 diverged (non-finite loss), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+__all__ = ["register", "add_config_options", "config_values"]
+
+_SPECIAL_TYPES = {"num_negatives": "int_or_batch", "dim": int}
+
+
+def _int_or_batch(text: str):
+    if text == "batch":
+        return "batch"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or 'batch', got {text!r}") from None
+
+
+def add_config_options(parser: argparse.ArgumentParser) -> None:
+    """Add ``--<field>`` for every Config field (default None: the Config default applies)."""
+    from ncgeom.experiments.config import config_fields
+
+    group = parser.add_argument_group("run configuration (defaults in brackets)")
+    for f in config_fields():
+        flag = "--" + f.name.replace("_", "-")
+        choices = f.metadata.get("choices")
+        help_text = f.metadata["help"] + (f" {{{', '.join(choices)}}}" if choices else "") + f" [{f.default}]"
+        help_text = help_text.replace("%", "%%")
+        if isinstance(f.default, bool):
+            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+            continue
+        kind = _SPECIAL_TYPES.get(f.name, type(f.default))
+        if kind == "int_or_batch":
+            kind = _int_or_batch
+        group.add_argument(flag, dest=f.name, type=kind, default=None, metavar=f.name.upper(), help=help_text)
+
+
+def config_values(args: argparse.Namespace) -> dict:
+    """The Config fields given on the command line (others keep their defaults)."""
+    from ncgeom.experiments.config import config_fields
+
+    return {f.name: getattr(args, f.name) for f in config_fields() if getattr(args, f.name, None) is not None}
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "train", help="train one model and record the NC/DC geometry per epoch",
+        description=__doc__.split("\n\n")[0] + " Example: ncgeom train --setting hscl --beta 5 --norm sphere --out runs/a",
+    )
+    parser.add_argument("--out", metavar="DIR", default=None, help="run directory (config.json, history.jsonl, summary.json)")
+    parser.add_argument("--config", metavar="FILE", default=None, help="TOML or JSON file of config fields (flags override it)")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--threads", type=int, default=1, metavar="N", help="CPU threads for torch and BLAS [1]")
+    add_config_options(parser)
+    parser.set_defaults(func=_handler)
+
+
+def _load_file(path: str) -> dict:
+    from pathlib import Path
+
+    p = Path(path)
+    if p.suffix == ".toml":
+        import tomllib
+
+        with open(p, "rb") as fh:
+            return tomllib.load(fh)
+    data = json.loads(p.read_text())
+    data.pop("provenance", None)  # a run's config.json can be passed back
+    return data
+
+
+def _handler(args: argparse.Namespace) -> int:
+    from ncgeom.experiments.config import config_from_dict
+    from ncgeom.validate import require_int
+
+    require_int("threads", args.threads, min_value=1)
+    values = _load_file(args.config) if args.config else {}
+    values.update(config_values(args))
+    config = config_from_dict(values)  # ValueError (naming the field) -> exit 2, before any training
+
+    from ncgeom.experiments.sweep import limit_cpu_threads
+    from ncgeom.experiments.train import run
+
+    limit_cpu_threads(args.threads)
+    result = run(config, out_dir=args.out, progress=not args.quiet and sys.stderr.isatty())
+    if args.json:
+        print(json.dumps(result.summary(), indent=1))
+    else:
+        f = result.final
+        print(f"status: {result.status} ({result.message})")
+        print(f"loss {f.get('loss')!s:.10} | nc_value {result.nc_value:.6g} [{result.nc_value_source}] | gap {result.gap!s:.10}")
+        print(" | ".join(f"{k} {f[k]:.4g}" for k in ("etf_distance", "within_class", "nc1", "unit_norm", "rankme")
+                         if isinstance(f.get(k), float)))
+        if args.out:
+            print(f"written: {args.out}/config.json, history.jsonl, summary.json")
+    if result.status != "completed":
+        print(f"ncgeom train: error: {result.message}", file=sys.stderr)
+        return 1
+    return 0

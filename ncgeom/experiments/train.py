@@ -1,0 +1,283 @@
+"""Train an encoder with Adam on a batch contrastive loss and record the NC/DC geometry per epoch.
+
+``run(config)`` is the single entry point (theory.md sections 7-9):
+
+1. the seed becomes four independent streams at this boundary (numpy.random.SeedSequence.spawn):
+   data, initialization, batches (numpy Generators) and a torch.Generator for the sampled estimator
+   and the noise positives; nothing global is seeded, so a run is bitwise reproducible on CPU;
+2. each epoch draws ceil(N / B) class-balanced batches; label positives feed the batch loss with the
+   class labels (P(i) = same class); noise positives feed a two-view batch [x; x + sigma_p eps] with
+   instance ids as labels (SimCLR-style);
+3. after each epoch (every ``metrics_every``): every metric of theory.md section 8 on the training
+   embeddings with the true labels, test NCC accuracy with the train class means, the closed-form
+   NC value of the estimator being optimized, and the gap loss - nc_value.
+
+A non-finite loss (or non-finite embeddings) stops the run: status "diverged", the state of the last
+complete epoch is restored, and the record says at which epoch and step it happened. Failure modes:
+norm="none" lets the features grow without bound (the loss then tends to 0, below the NC value,
+theory.md claim 4); a very large lr or tiny tau can overflow float32 (use dtype="float64").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ncgeom.data import class_balanced_batches, class_balanced_counts, gaussian_mixture, load_digits_data, two_view_batch
+from ncgeom.experiments.config import Config
+from ncgeom.experiments.result import Result, jsonable, write_bytes_atomic, write_json_atomic
+
+__all__ = ["run", "make_data", "run_nc_value"]
+
+
+def make_data(config: Config, *, rng: np.random.Generator):
+    """The LabeledData of a config (Gaussian mixture or digits)."""
+    if config.dataset == "digits":
+        return load_digits_data(num_classes=config.classes, test_fraction=config.test_fraction, rng=rng)
+    return gaussian_mixture(
+        config.classes, input_dim=config.input_dim, samples_per_class=config.samples_per_class,
+        test_per_class=config.test_per_class, separation=config.separation, spread=config.spread,
+        imbalance=config.imbalance, rng=rng,
+    )
+
+
+def run_nc_value(config: Config) -> tuple[float, str]:
+    """The closed-form loss at neural collapse for the estimator ``config`` optimizes, and its source.
+
+    - weighted estimator, label positives: ``ncgeom.theory.batch_nc_value`` with the class counts of a
+      class-balanced batch (theory.md section 7; padded with zeros to C classes);
+    - weighted estimator, noise positives: the batch loss evaluated (float64) at an exact NC two-view
+      batch (both views of a class-c sample at the ETF vertex v_c, instance ids as labels);
+    - sampled estimator: ``ncgeom.theory.nc_value`` (section 5; the population collision probability
+      1/C or pi_beta, which the in-batch fraction approximates for UCL/HUCL).
+    """
+    import torch
+
+    from ncgeom.geometry import simplex_etf
+    from ncgeom.losses import batch_loss, make_psi
+    from ncgeom.theory import batch_nc_value, nc_value
+
+    c = config.classes
+    counts = class_balanced_counts(c, config.batch_size)
+    if config.estimator == "sampled":
+        psi = make_psi(config.psi, tau=config.tau, margin=config.margin)
+        value = nc_value(config.setting, psi, num_classes=c, num_negatives=config.num_negatives,
+                         beta=config.beta, tau=config.tau, margin=config.margin)
+        return float(value), "nc_value (theory.md section 5, population collision probability)"
+    if config.positives == "label":
+        full = np.zeros(c, dtype=np.int64)
+        full[: counts.size] = counts
+        value = batch_nc_value(config.setting, class_counts=full, num_negatives=config.num_negatives,
+                               beta=config.beta, tau=config.tau)
+        return float(value), "batch_nc_value (theory.md section 7, class-balanced batch counts)"
+    y = np.repeat(np.arange(counts.size), counts)
+    z = torch.as_tensor(simplex_etf(c)[y], dtype=torch.float64)
+    ids = torch.arange(y.size).repeat(2)
+    value = batch_loss(torch.cat([z, z]), ids, config.setting, beta=config.beta, tau=config.tau,
+                       num_negatives=config.num_negatives, estimator="weighted", backend="dense")
+    return float(value), "batch_loss at an exact NC two-view batch (theory.md section 7, instance ids)"
+
+
+def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = False) -> Result:
+    """Train as ``config`` says; write the run directory if ``out_dir`` is given (module docstring).
+
+    Parameters
+    ----------
+    config : Config
+        Validated at construction (bad values never reach training).
+    out_dir : path, optional
+        Run directory (created): config.json, history.jsonl, summary.json, embeddings.npz.
+    progress : bool
+        Show a tqdm bar over epochs.
+
+    Returns
+    -------
+    Result
+        status "completed" or "diverged" (never raises on divergence).
+    """
+    import torch
+
+    from ncgeom.losses import batch_loss, make_psi
+    from ncgeom.models import build_model
+
+    if not isinstance(config, Config):
+        raise ValueError(f"config must be an ncgeom.experiments.Config, got {type(config).__name__}")
+    start = time.perf_counter()
+    seq = np.random.SeedSequence(config.seed).spawn(4)
+    data_rng, init_rng, batch_rng = (np.random.default_rng(s) for s in seq[:3])
+    generator = torch.Generator().manual_seed(int(seq[3].generate_state(1, np.uint64)[0] >> np.uint64(1)))
+    dtype = getattr(torch, config.dtype)
+
+    data = make_data(config, rng=data_rng)
+    model = build_model(
+        config.model, dim=config.embedding_dim, norm=config.norm, num_samples=data.num_train,
+        input_dim=data.input_dim, labels=data.y_train, hidden_dim=config.hidden_dim, depth=config.depth,
+        init=config.init, init_scale=config.init_scale, init_noise=config.init_noise,
+        generator=generator, rng=init_rng, dtype=dtype,
+    )
+    x_train = torch.as_tensor(data.x_train, dtype=dtype)
+    x_test = torch.as_tensor(data.x_test, dtype=dtype)
+    y_train = torch.as_tensor(data.y_train)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    nc_val, nc_source = run_nc_value(config)
+    loss_options = dict(
+        beta=config.beta, tau=config.tau, num_negatives=config.num_negatives, estimator=config.estimator,
+        psi=make_psi(config.psi, tau=config.tau, margin=config.margin) if config.estimator == "sampled" else "infonce",
+        detach_weights=config.detach_weights, reduction="mean",
+        generator=generator if config.estimator == "sampled" else None, backend=config.backend,
+    )
+    steps = math.ceil(data.num_train / config.batch_size)
+    indexed = getattr(model, "takes_indices", False)
+    noise = config.positives == "noise"
+
+    def evaluate(epoch: int, loss: float | None) -> dict | None:
+        return _evaluate(model, data, x_train, x_test, indexed, epoch, loss, nc_val)
+
+    run_dir = None if out_dir is None else Path(out_dir)
+    history_file = None
+    if run_dir is not None:
+        from ncgeom.provenance import provenance
+
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "summary.json").unlink(missing_ok=True)
+        write_json_atomic(run_dir / "config.json", {**config.to_dict(), "provenance": provenance()})
+        history_file = open(run_dir / "history.jsonl", "w")
+
+    initial = evaluate(0, None)
+    history: list[dict] = []
+    status, message = "completed", f"trained {config.epochs} epochs"
+    good_state = _snapshot(model)
+    last_metrics = initial
+    bar = _progress(config.epochs, progress)
+    try:
+        for epoch in range(1, config.epochs + 1):
+            batches = torch.from_numpy(class_balanced_batches(data.y_train, config.batch_size, num_batches=steps, rng=batch_rng))
+            total, failure = 0.0, None
+            for s in range(steps):
+                idx = batches[s]
+                if noise:
+                    views, labels = two_view_batch(x_train[idx], scale=config.noise_scale, generator=generator)
+                    z = model(views)
+                else:
+                    z = model(idx) if indexed else model(x_train[idx])
+                    labels = y_train[idx]
+                loss = batch_loss(z, labels, config.setting, **loss_options)
+                value = loss.item()
+                if not math.isfinite(value):
+                    failure = f"loss became non-finite ({value}) at epoch {epoch}, step {s + 1}"
+                    break
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                total += value
+            record = None
+            if failure is None:
+                mean_loss = total / steps
+                if epoch % config.metrics_every == 0 or epoch == config.epochs:
+                    record = evaluate(epoch, mean_loss)
+                    if record is None:
+                        failure = f"embeddings became non-finite at epoch {epoch}"
+                else:
+                    record = _record(epoch, mean_loss, nc_val, None, None, None)
+            if failure is not None:
+                model.load_state_dict(good_state)
+                status, message = "diverged", failure + "; kept the state of the last complete epoch"
+                break
+            record["time_s"] = time.perf_counter() - start
+            history.append(record)
+            if record["metrics"] is not None:
+                last_metrics = record
+            good_state = _snapshot(model)
+            if history_file is not None:
+                history_file.write(json.dumps(jsonable(record)) + "\n")
+                history_file.flush()
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{record['loss']:.4f}", gap=f"{record['gap']:.2e}",
+                                etf=f"{(record['metrics'] or {}).get('etf_distance', float('nan')):.3f}")
+    finally:
+        if history_file is not None:
+            history_file.close()
+        if bar is not None:
+            bar.close()
+
+    if history and history[-1]["metrics"] is None:  # diverged after an epoch skipped by metrics_every
+        last_metrics = evaluate(history[-1]["epoch"], history[-1]["loss"]) or last_metrics
+    final = _flat(last_metrics)
+    z_final = _embed(model, x_train, indexed)
+    result = Result(
+        config=config, status=status, message=message, history=tuple(history), initial=_flat(initial),
+        final=final, nc_value=nc_val, nc_value_source=nc_source, embeddings=z_final, labels=data.y_train.copy(),
+        wall_time_s=time.perf_counter() - start,
+    )
+    if run_dir is not None:
+        import io
+
+        buf = io.BytesIO()
+        np.savez(buf, z=z_final, y=data.y_train)
+        write_bytes_atomic(run_dir / "embeddings.npz", buf.getvalue())
+        write_json_atomic(run_dir / "summary.json", result.summary())
+    return result
+
+
+def _record(epoch, loss, nc_val, metrics, test_acc, mean_norm) -> dict:
+    return {
+        "epoch": epoch,
+        "loss": loss,
+        "nc_value": nc_val,
+        "gap": None if loss is None else loss - nc_val,
+        "test_ncc_accuracy": test_acc,
+        "mean_norm": mean_norm,
+        "metrics": metrics,
+    }
+
+
+def _embed(model, x, indexed) -> np.ndarray:
+    import torch
+
+    with torch.no_grad():
+        z = model() if indexed else model(x)
+    return z.detach().to(torch.float64).numpy()
+
+
+def _evaluate(model, data, x_train, x_test, indexed, epoch, loss, nc_val) -> dict | None:
+    """The epoch record with metrics, or None if the embeddings are not finite."""
+    import torch
+
+    from ncgeom.metrics import class_means, nc_metrics, ncc_accuracy
+
+    z = _embed(model, x_train, indexed)
+    if not np.isfinite(z).all():
+        return None
+    metrics = nc_metrics(z, data.y_train).to_dict()
+    test_acc = None
+    if not indexed and data.y_test.size:
+        with torch.no_grad():
+            z_test = model(x_test).to(torch.float64).numpy()
+        if np.isfinite(z_test).all():
+            test_acc = float(ncc_accuracy(z_test, data.y_test, class_means=class_means(z, data.y_train)))
+    mean_norm = float(np.linalg.norm(z, axis=1).mean())
+    return _record(epoch, loss, nc_val, metrics, test_acc, mean_norm)
+
+
+def _flat(record: dict) -> dict:
+    out = dict(record["metrics"] or {})
+    out.update(loss=record["loss"], test_ncc_accuracy=record["test_ncc_accuracy"],
+               mean_norm=record["mean_norm"], epoch=record["epoch"])
+    return out
+
+
+def _snapshot(model) -> dict:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="epoch", leave=False)

@@ -1,0 +1,133 @@
+"""ncgeom.experiments.claims: every claim has a spec; evaluations turn summaries into honest verdicts.
+
+The evaluations are tested on hand-built summaries, including false statements that must fail
+(a check that cannot fail is a defect); the real sweeps run in the slow test and in docs/results.md.
+"""
+
+import time
+
+import pytest
+
+import ncgeom.experiments.claims as claims
+import ncgeom.experiments.evaluations as evaluations
+from ncgeom.experiments import Config, evaluate_claim, expand, load_spec
+from ncgeom.experiments.claims import CLAIMS, VERDICTS, spec_path
+
+ETF_NC, ETF_FAR = 0.01, 0.5
+
+
+def fake(*, etf=ETF_NC, within=0.01, rel_gap=0.0, spectrum=(1.0, 0.9), status="completed", initial_etf=0.7,
+         acc=None, norm0=1.0, norm1=1.0, nc_value=0.3, **config):
+    cfg = Config().to_dict()
+    cfg.update(config)
+    return {
+        "status": status, "config": cfg, "nc_value": nc_value, "gap": rel_gap * nc_value,
+        "final": {"etf_distance": etf, "within_class": within, "loss": nc_value * (1 + rel_gap),
+                  "spectrum": list(spectrum), "test_ncc_accuracy": acc, "mean_norm": norm1, "rankme": 5.0},
+        "initial": {"etf_distance": initial_etf, "mean_norm": norm0},
+    }
+
+
+def overall(records):
+    return [r for r in records if r.setting == "overall"][0].verdict
+
+
+@pytest.mark.parametrize("module", [claims, evaluations])
+def test_all_exports_exist_once(module):
+    assert len(module.__all__) == len(set(module.__all__))
+    for name in module.__all__:
+        assert hasattr(module, name), name
+
+
+def test_records_markdown_table():
+    text = claims.records_markdown(evaluate_claim("1", [fake(setting="scl")]))
+    lines = text.strip().splitlines()
+    assert lines[0].startswith("| claim | setting |") and len(lines) == 4 and "**holds**" in lines[-1]
+
+
+@pytest.mark.parametrize("claim_id", sorted(CLAIMS))
+def test_every_claim_has_a_spec_with_quick_and_full_scales(claim_id):
+    path = spec_path(claim_id)
+    assert path.is_file() and path.stem == CLAIMS[claim_id].spec
+    spec = load_spec(path)
+    assert spec.claim == claim_id
+    quick, full = expand(spec, scale="quick"), expand(spec, scale="full")
+    assert 1 <= len(quick) <= 12 and len(full) >= len(quick)
+
+
+def test_claim1_verdicts():
+    runs = [fake(setting="scl"), fake(setting="hscl", beta=5.0)]
+    assert overall(evaluate_claim("1", runs)) == "holds"
+    assert overall(evaluate_claim("1", runs + [fake(setting="hscl", beta=30.0, etf=ETF_FAR)])) == "partially holds"
+    assert overall(evaluate_claim("1", [fake(etf=ETF_FAR), fake(rel_gap=0.05)])) == "does not hold"
+
+
+def test_claim2_verdicts():
+    good = [fake(setting="ucl", positives="label", model="mlp"),
+            fake(setting="ucl", positives="noise", model="mlp", within=0.6, etf=0.3)]
+    assert overall(evaluate_claim("2", good)) == "holds"
+    bad = [fake(setting="ucl", positives="label", model="mlp", etf=ETF_FAR),
+           fake(setting="ucl", positives="noise", model="mlp")]
+    assert overall(evaluate_claim("2", bad)) == "does not hold"
+
+
+def test_claim3_trend_must_grow():
+    grows = [fake(setting="hucl", beta=b, etf=e) for b, e in [(0.0, 0.01), (1.0, 0.2), (5.0, 0.5), (10.0, 0.7)]]
+    assert overall(evaluate_claim("3", grows)) == "holds"
+    shrinks = [fake(setting="hucl", beta=b, etf=e) for b, e in [(0.0, 0.7), (1.0, 0.5), (5.0, 0.2), (10.0, 0.01)]]
+    assert overall(evaluate_claim("3", shrinks)) != "holds"
+
+
+def test_claim4_dc_threshold():
+    dc = [fake(norm="none", spectrum=(1.0, 1e-3), norm1=3.0), fake(norm="sphere", spectrum=(1.0, 0.95))]
+    assert overall(evaluate_claim("4", dc)) == "holds"
+    assert overall(evaluate_claim("4", [fake(norm="none", spectrum=(1.0, 0.5))])) == "does not hold"
+
+
+def test_claim5_needs_forty_points():
+    base = [fake(setting="scl", acc=0.10), fake(setting="ucl", acc=0.12)]
+    assert overall(evaluate_claim("5", base + [fake(setting="hscl", beta=5.0, acc=0.60)])) == "holds"
+    assert overall(evaluate_claim("5", base + [fake(setting="hscl", beta=5.0, acc=0.20)])) == "does not hold"
+
+
+def test_claim6_supervised_and_unsupervised():
+    sup = [fake(setting="hscl", beta=b, etf=e) for b, e in [(0.0, 0.4), (1.0, 0.2), (5.0, 0.05), (10.0, 0.02)]]
+    uns = [fake(setting="hucl", beta=b, etf=e, spectrum=(1.0, s))
+           for b, e, s in [(0.0, 0.4, 0.5), (1.0, 0.3, 0.5), (5.0, 0.1, 0.5), (10.0, 0.3, 0.1), (30.0, 0.6, 0.01)]]
+    assert overall(evaluate_claim("6", sup + uns)) == "holds"
+    flat = [fake(setting="hscl", beta=b, etf=e) for b, e in [(0.0, 0.02), (1.0, 0.2), (5.0, 0.4)]]
+    assert overall(evaluate_claim("6", flat)) == "does not hold"
+
+
+def test_claim7_drift_needs_dc():
+    stay = fake(setting="scl", initial_etf=0.01, etf=0.01)
+    drift = fake(setting="hucl", beta=10.0, initial_etf=0.01, etf=0.4, spectrum=(1.0, 1e-3))
+    assert overall(evaluate_claim("7", [stay, drift])) == "holds"
+    no_drift = fake(setting="hucl", beta=10.0, initial_etf=0.01, etf=0.01)
+    assert overall(evaluate_claim("7", [stay, no_drift])) == "partially holds"
+
+
+def test_claim8_batch_32_must_hinder():
+    runs = [fake(batch_size=b, classes=20) for b in (64, 128)]
+    assert overall(evaluate_claim("8", runs + [fake(batch_size=32, classes=20, etf=ETF_FAR)])) == "holds"
+    assert overall(evaluate_claim("8", runs + [fake(batch_size=32, classes=20)])) == "partially holds"
+
+
+def test_diverged_or_missing_runs_are_inconclusive():
+    recs = evaluate_claim("1", [fake(), fake(status="diverged")])
+    assert recs[-1].verdict == "inconclusive"
+    assert evaluate_claim("1", [])[0].verdict == "inconclusive"
+    for r in recs:
+        assert r.verdict in VERDICTS or r.verdict == "-"
+    with pytest.raises(ValueError, match="claim_id"):
+        evaluate_claim("9", [])
+
+
+@pytest.mark.slow
+def test_quick_scale_claim_sweeps_under_five_minutes(tmp_path):
+    start = time.perf_counter()
+    records = claims.run_claims(out_dir=tmp_path, scale="quick", workers=2)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 300, elapsed
+    assert {r.claim for r in records} == set(CLAIMS)
+    assert not [r for r in records if r.verdict == "inconclusive"]

@@ -1,0 +1,201 @@
+"""ncgeom.experiments.sweep: specs, grid expansion, resumable parallel runs, CSV table, Dask, CLI."""
+
+import csv
+import json
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+
+import ncgeom.experiments.sweep as sweep
+from ncgeom.cli.main import main
+from ncgeom.experiments.sweep import expand, load_spec, run_name, run_sweep, spec_from_dict
+
+TINY_SPEC = """
+name = "tiny"
+description = "two settings x two betas, 2 epochs"
+[base]
+classes = 3
+samples_per_class = 6
+batch_size = 18
+epochs = 2
+[[grid]]
+setting = ["scl"]
+beta = [0.0]
+[[grid]]
+setting = ["hscl"]
+beta = [1.0, 5.0]
+[quick]
+epochs = 1
+[full]
+epochs = 3
+[[full.grid]]
+setting = ["scl", "ucl"]
+seed = [0, 1]
+"""
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """One torch and one BLAS thread (as the CLI and the sweep workers use), restored afterwards."""
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    with threadpool_limits(limits=1):
+        yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def spec_file(tmp_path):
+    p = tmp_path / "tiny.toml"
+    p.write_text(TINY_SPEC)
+    return p
+
+
+def test_all_exports_exist_once():
+    assert len(sweep.__all__) == len(set(sweep.__all__))
+    for name in sweep.__all__:
+        assert hasattr(sweep, name), name
+
+
+def test_expand_union_of_products_and_scales(spec_file):
+    spec = load_spec(spec_file)
+    base = expand(spec, scale="base")
+    assert [(c.setting, c.beta, c.epochs) for c in base] == [("scl", 0.0, 2), ("hscl", 1.0, 2), ("hscl", 5.0, 2)]
+    assert {c.epochs for c in expand(spec, scale="quick")} == {1}
+    full = expand(spec, scale="full")
+    assert len(full) == 4 and {c.epochs for c in full} == {3} and spec.grid_keys("full") == ("setting", "seed")
+    # duplicates collapse
+    dup = spec_from_dict({"base": {"classes": 3, "samples_per_class": 6, "batch_size": 18}, "grid": {"seed": [1, 1]}})
+    assert len(expand(dup, scale="base")) == 1
+
+
+def test_run_names_are_stable_and_distinct(spec_file):
+    spec = load_spec(spec_file)
+    cfgs = expand(spec, scale="quick")
+    names = [run_name(c, spec.grid_keys("quick")) for c in cfgs]
+    assert len(set(names)) == len(names) and names[1].startswith("setting=hscl,beta=1,")
+    assert names == [run_name(c, spec.grid_keys("quick")) for c in expand(load_spec(spec_file), scale="quick")]
+
+
+@pytest.mark.parametrize("text, where", [
+    ("[base]\nlr = -1.0\n", "lr"),
+    ("[base]\nsetting = 'xcl'\n", "setting"),
+    ("[grid]\nlearning_rate = [0.1]\n", "learning_rate"),
+    ("colour = 'red'\n", "colour"),
+    ("[base]\nclasses = 3\n[grid]\nbatch_size = [10000]\n", "batch_size"),
+    ("[base\n", "invalid TOML"),
+])
+def test_bad_specs_are_rejected_before_running(tmp_path, text, where):
+    p = tmp_path / "bad.toml"
+    p.write_text(text)
+    with pytest.raises(ValueError, match=where):
+        load_spec(p)
+
+
+def test_sweep_runs_then_resumes_without_rerunning(spec_file, tmp_path):
+    out = tmp_path / "out"
+    first = run_sweep(spec_file, out, scale="quick")
+    assert [r.status for r in first.runs] == ["completed"] * 3 and not any(r.skipped for r in first.runs)
+    stamps = {r.name: (out / r.name / "summary.json").stat().st_mtime_ns for r in first.runs}
+    with open(first.table_path) as fh:
+        rows = list(csv.DictReader(fh))
+    assert [row["run"] for row in rows] == [r.name for r in first.runs]
+    assert {"setting", "beta", "etf_distance", "nc_value", "gap", "status"} <= set(rows[0])
+    # "kill" one run: its summary.json is gone (as if the process died before the atomic write)
+    killed = first.runs[1].name
+    (out / killed / "summary.json").unlink()
+    second = run_sweep(spec_file, out, scale="quick")
+    assert [r.skipped for r in second.runs] == [True, False, True]
+    for r in second.runs:
+        if r.name != killed:
+            assert (out / r.name / "summary.json").stat().st_mtime_ns == stamps[r.name]
+    assert not list(out.rglob("*.tmp"))  # atomic writes leave no temp files
+    sweep_json = json.loads((out / "sweep.json").read_text())
+    assert sweep_json["scale"] == "quick" and len(sweep_json["runs"]) == 3
+
+
+def test_any_executor_is_accepted(spec_file, tmp_path):
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        res = run_sweep(spec_file, tmp_path / "t", scale="quick", executor=ex)
+    assert [r.status for r in res.runs] == ["completed"] * 3
+
+
+def test_failed_run_is_recorded_and_retried(spec_file, tmp_path, monkeypatch):
+    real = sweep._execute
+
+    def flaky(config_dict, run_dir):
+        if config_dict["beta"] == 1.0:
+            raise RuntimeError("boom")
+        return real(config_dict, run_dir)
+
+    monkeypatch.setattr(sweep, "_execute", flaky)
+    res = run_sweep(spec_file, tmp_path / "f", scale="quick")
+    assert [r.status for r in res.runs] == ["completed", "failed", "completed"]
+    assert "boom" in res.failed[0].error
+    monkeypatch.setattr(sweep, "_execute", real)
+    again = run_sweep(spec_file, tmp_path / "f", scale="quick")
+    assert [r.status for r in again.runs] == ["completed"] * 3 and [r.skipped for r in again.runs] == [True, False, True]
+
+
+def test_process_pool_matches_serial_bitwise(spec_file, tmp_path):
+    # fork start method: the workers inherit the imports, so the test stays fast
+    serial = run_sweep(spec_file, tmp_path / "s", scale="quick")
+    with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("fork")) as ex:
+        pooled = run_sweep(spec_file, tmp_path / "p", scale="quick", executor=ex)
+    for a, b in zip(serial.runs, pooled.runs):
+        assert a.name == b.name
+        assert a.summary["final"] == b.summary["final"]
+
+
+@pytest.mark.slow
+def test_default_spawn_process_pool(spec_file, tmp_path):
+    serial = run_sweep(spec_file, tmp_path / "s", scale="quick")
+    pooled = run_sweep(spec_file, tmp_path / "p", scale="quick", workers=2)
+    assert [a.summary["final"] for a in serial.runs] == [b.summary["final"] for b in pooled.runs]
+
+
+def test_dask_local_cluster(spec_file, tmp_path):
+    distributed = pytest.importorskip("dask.distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp://",
+                                  host="127.0.0.1", dashboard_address=None) as cluster:  # loopback only
+        assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
+        with sweep.dask_executor(cluster.scheduler_address) as ex:
+            res = run_sweep(spec_file, tmp_path / "d", scale="quick", executor=ex)
+    assert [r.status for r in res.runs] == ["completed"] * 3
+
+
+def test_dask_missing_gives_a_clear_error(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name.startswith("dask"):
+            raise ImportError("no dask")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    with pytest.raises(ValueError, match=r"ncgeom\[distributed\]"):
+        with sweep.dask_executor("tcp://127.0.0.1:1"):
+            pass
+
+
+def test_cli_sweep(spec_file, tmp_path, capsys):
+    rc = main(["sweep", str(spec_file), "--out", str(tmp_path / "c"), "--quiet"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "3/3 runs finished" in out and Path(tmp_path / "c" / "summary.csv").is_file()
+    rc = main(["sweep", str(spec_file), "--out", str(tmp_path / "c"), "--quiet", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and all(r["skipped"] for r in data["runs"])
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[base]\nlr = -1.0\n")
+    rc = main(["sweep", str(bad), "--out", str(tmp_path / "b")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "lr" in err
+    rc = main(["sweep", str(spec_file), "--out", str(tmp_path / "b"), "--workers", "0"])
+    assert rc == 2 and "workers" in capsys.readouterr().err
