@@ -1,5 +1,6 @@
 """The psi/eta loss family, its property checkers, and (see ``batch``) the batch estimators."""
 
+from ncgeom.losses.batch import BACKENDS, SETTINGS, PairLosses, batch_loss, batch_loss_pairs, select_backend
 from ncgeom.losses.eta import Eta, custom_eta, exponential_tilt, tilt_weights
 from ncgeom.losses.properties import PropertyVerdict, check_convex, check_monotone
 from ncgeom.losses.psi import PSI_NAMES, Psi, custom_psi, infonce, infonce_mean, make_psi, triplet
@@ -19,4 +20,10 @@ __all__ = [
     "PropertyVerdict",
     "check_convex",
     "check_monotone",
+    "batch_loss",
+    "batch_loss_pairs",
+    "PairLosses",
+    "select_backend",
+    "SETTINGS",
+    "BACKENDS",
 ]

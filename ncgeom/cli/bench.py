@@ -1,0 +1,70 @@
+"""``ncgeom bench``: time and peak memory of the batch-loss backends vs the matmul floor and PML.
+
+The implementation is :mod:`ncgeom.losses.kernels.bench` (also used by benchmarks/bench_loss.py).
+Example: ``ncgeom bench --batch-sizes 1024 4096 --repeats 5 --threads 1 --out bench.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["register", "handler"]
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "bench", help="benchmark the batch-loss kernels (time, peak memory, ratio to the matmul floor)",
+        description="Forward + backward of SCL (beta = 0, num_negatives='batch') on z [B, d] float32: the "
+                    "matmul floor, the dense/blocked(/triton) backends and PML's NTXentLoss with labels.")
+    add_arguments(parser)
+    parser.set_defaults(func=handler)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1024, 4096, 16384], metavar="B")
+    parser.add_argument("--dim", type=int, default=128)
+    parser.add_argument("--classes", type=int, default=10, help="labels uniform over this many classes")
+    parser.add_argument("--tau", type=float, default=0.5)
+    parser.add_argument("--methods", nargs="+", default=["floor", "dense", "blocked", "triton", "pml"],
+                        help="subset of floor dense blocked triton pml pml_supcon (triton only on CUDA; "
+                             "pml_supcon is a different loss, an O(B^2) speed yardstick)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed repetitions (median reported)")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--block-size", type=int, default=None)
+    parser.add_argument("--skip-dense-at", type=int, default=None, metavar="B",
+                        help="do not run the dense backend at batch sizes >= B")
+    parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
+    parser.add_argument("--out", default=None, help="write the result as JSON to this file")
+
+
+def handler(args) -> int:
+    import json
+
+    from ncgeom.losses.kernels.bench import METHODS, format_table, run_benchmark
+    from ncgeom.validate import require_int, require_real
+
+    for b in args.batch_sizes:
+        require_int("--batch-sizes", b, min_value=2)
+    require_int("--dim", args.dim, min_value=1)
+    require_int("--classes", args.classes, min_value=2)
+    require_real("--tau", args.tau, min_value=0.0, min_inclusive=False)
+    require_int("--repeats", args.repeats, min_value=1)
+    for m in args.methods:
+        if m not in METHODS:
+            raise ValueError(f"--methods must be among {', '.join(METHODS)}, got {m!r}")
+    if "floor" not in args.methods:
+        args.methods = ["floor", *args.methods]
+    if args.threads is not None:
+        require_int("--threads", args.threads, min_value=1)
+    if args.block_size is not None:
+        require_int("--block-size", args.block_size, min_value=1)
+    skip = {"dense": args.skip_dense_at} if args.skip_dense_at else {}
+    result = run_benchmark(batch_sizes=tuple(args.batch_sizes), dim=args.dim, num_classes=args.classes, tau=args.tau,
+                           methods=tuple(args.methods), repeats=args.repeats, device=args.device,
+                           block_size=args.block_size, memory=not args.no_memory, skip=skip, threads=args.threads)
+    print(format_table(result))
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(result.to_dict(), fh, indent=2)
+    return 0

@@ -1,0 +1,360 @@
+"""Batch contrastive losses SCL / HSCL / UCL / HUCL on a mini-batch (theory.md section 7).
+
+Public entry points: :func:`batch_loss` (a scalar, or per-pair values) and :func:`batch_loss_pairs`
+(per-pair values with their (i, j) indices, a :class:`PairLosses` record). The computation is done by
+one of the backends of :mod:`ncgeom.losses.kernels`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from ncgeom.losses.kernels.structure import LossSpec, pair_structure
+from ncgeom.losses.psi import PSI_NAMES, Psi, make_psi
+from ncgeom.validate import require_choice, require_finite_array, require_int, require_real
+
+__all__ = [
+    "Setting",
+    "SETTINGS",
+    "Estimator",
+    "Backend",
+    "BACKENDS",
+    "PairLosses",
+    "batch_loss",
+    "batch_loss_pairs",
+    "select_backend",
+    "default_block_size",
+]
+
+Setting = Literal["scl", "hscl", "ucl", "hucl"]
+SETTINGS: tuple[str, ...] = ("scl", "hscl", "ucl", "hucl")
+Estimator = Literal["weighted", "sampled"]
+Backend = Literal["auto", "dense", "blocked", "triton"]
+BACKENDS: tuple[str, ...] = ("auto", "dense", "blocked", "triton")
+REDUCTIONS: tuple[str, ...] = ("mean", "sum", "none")
+_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+# auto: above this batch size the dense B x B path is never chosen
+DENSE_MAX_BATCH = 4096
+
+
+@dataclass(frozen=True)
+class PairLosses:
+    """Per-pair values of a batch loss, with their indices (theory.md section 7, reduction "none").
+
+    Attributes
+    ----------
+    values : Tensor [P]
+        l_ij for every pair, in canonical order (anchor i ascending, then positive j ascending); attached
+        to the autograd graph of ``z``.
+    anchors, positives : Tensor [P] (long)
+        i and j of each pair; j in P(i) = {j != i : y_j = y_i}.
+    negatives : Tensor [P, k] (long) or None
+        For the sampled estimator, the drawn negatives m_1..m_k of each pair (padded with -1 when
+        k = "batch" makes k vary by anchor); None for the weighted estimator.
+    backend : str
+        The backend that computed the values ("dense", "blocked", "triton").
+    """
+
+    values: torch.Tensor
+    anchors: torch.Tensor
+    positives: torch.Tensor
+    negatives: torch.Tensor | None
+    backend: str
+
+    @property
+    def num_pairs(self) -> int:
+        return int(self.values.numel())
+
+    def mean(self) -> torch.Tensor:
+        """Mean over pairs; a zero attached to the graph when there is no pair."""
+        return self.values.mean() if self.num_pairs else self.values.sum()
+
+
+def default_block_size(batch_size: int) -> int:
+    """Rows per block of the blocked backend: max(128, 2^19 // B), at most B.
+
+    A [rows, B] tile of 2^19 entries or so (2 MiB in float32) stays in the CPU's L2 cache, so the few
+    elementwise passes per tile cost little next to the matmuls, and the number of torch calls stays small
+    (BENCHMARKS.md: 128 rows were the fastest at B = 4096 with 1 and 2 threads on a 2-core CPU).
+    """
+    return max(1, min(batch_size, max(128, (1 << 19) // max(batch_size, 1))))
+
+
+def batch_loss(
+    z: torch.Tensor,
+    labels: torch.Tensor,
+    setting: Setting,
+    *,
+    beta: float = 0.0,
+    tau: float = 1.0,
+    num_negatives: int | Literal["batch"] = 1,
+    estimator: Estimator = "weighted",
+    psi: str | Psi = "infonce",
+    detach_weights: bool = True,
+    reduction: Literal["mean", "sum", "none"] = "mean",
+    generator: torch.Generator | None = None,
+    backend: Backend = "auto",
+    block_size: int | None = None,
+) -> torch.Tensor:
+    """Batch estimator of the SCL / HSCL / UCL / HUCL loss (theory.md section 7; jiang2025hard).
+
+    With S = Z Z^T, for anchor i, positive j in P(i) = {j != i : y_j = y_i} and candidate negatives
+    N(i) = {m : y_m != y_i} (SCL, HSCL) or {m != i} (UCL, HUCL), tilt weights
+    q_im = exp(b S_im) / sum_{m' in N(i)} exp(b S_im') with b = ``beta`` for HSCL/HUCL and b = 0 for
+    SCL/UCL, the **weighted** estimator (Robinson et al. style, exact over the batch) is
+
+    .. math::
+
+        \\ell_{ij} = \\log\\Big(1 + k \\sum_{m \\in N(i)} q_{im}\\, e^{(S_{im} - S_{ij})/\\tau}\\Big)
+                   = \\mathrm{softplus}\\big(A_i - S_{ij}/\\tau\\big),\\quad
+        A_i = \\log k + \\mathrm{LSE}_{N(i)}((b + 1/\\tau) S_{i\\cdot}) - \\mathrm{LSE}_{N(i)}(b S_{i\\cdot}),
+
+    and the **sampled** estimator (the authors' code) draws m_1..m_k ~ q_i i.i.d. for each pair and returns
+    psi_k(S_{i m_1} - S_ij, ..., S_{i m_k} - S_ij).
+
+    Parameters
+    ----------
+    z : Tensor [B, d]
+        Embeddings, already normalized (sphere, ball or none); float32 or float64 (float16/bfloat16 are
+        accepted by the dense and blocked backends but without numerical guarantees).
+    labels : Tensor [B] (integer)
+        Class labels; any integer values (classes absent from the batch play no role).
+    setting : {"scl", "hscl", "ucl", "hucl"}
+    beta : float >= 0
+        Hardness b of the tilt for HSCL/HUCL. **Ignored for SCL and UCL** (b = 0 there), so that
+        beta = 0 HSCL is exactly SCL and HUCL at beta = 0 exactly UCL.
+    tau : float > 0
+        Temperature.
+    num_negatives : int >= 1 or "batch"
+        k. "batch" means k = |N(i)| per anchor (then SCL at beta = 0 is pytorch-metric-learning's
+        NTXentLoss with labels). k = 1 with the weighted estimator is the authors' mean form
+        log(1 + E_q exp(t / tau)).
+    estimator : {"weighted", "sampled"}
+    psi : "infonce", "infonce-mean", "triplet" or a :class:`ncgeom.losses.Psi`
+        The weighted estimator implements psi = "infonce" only (the formula above; any other psi raises
+        ValueError: use estimator="sampled", which applies any psi exactly; a name is built with
+        ``tau``, and the triplet margin is 1.0 unless a Psi is passed).
+    detach_weights : bool
+        True (default, the authors' code): q carries no gradient. False: the gradient also flows through
+        q (Robinson et al.'s code). Only meaningful for the weighted estimator (False with "sampled"
+        raises ValueError).
+    reduction : {"mean", "sum", "none"}
+        "mean": average of l_ij over all pairs (a zero attached to the graph if there is none); "sum";
+        "none": the per-pair values [P] in canonical order (anchor ascending, then positive ascending);
+        use :func:`batch_loss_pairs` to get their (i, j) indices.
+    generator : torch.Generator or None
+        Required by the sampled estimator (on z's device); unused by the weighted one.
+    backend : {"auto", "dense", "blocked", "triton"}
+        See :func:`select_backend` for the rule of "auto".
+    block_size : int >= 1 or None
+        Rows per block (blocked, sampled) or tile size (triton); None: :func:`default_block_size`.
+
+    Returns
+    -------
+    Tensor
+        A 0-d tensor ("mean", "sum") or [P] ("none").
+
+    Notes
+    -----
+    Anchors with no positive or no negative contribute nothing. Everything is computed in log space
+    (masked log-sum-exp with finfo sentinels): for beta in [0, 100], tau in [0.01, 10] and float32
+    inputs on the sphere or the ball the loss and the gradient are finite. At an exact NC batch the
+    SCL/HSCL value is log(1 + k e^{-C/((C-1) tau)}) (theory.md section 7).
+
+    Examples
+    --------
+    C = 2 antipodal classes (the C = 2 ETF), tau = 1, k = 1: every pair has S_ij = 1, S_im = -1, so
+    l = log(1 + e^{-2}) = 0.126928.
+
+    >>> z = torch.tensor([[1.0, 0.0], [1.0, 0.0], [-1.0, 0.0], [-1.0, 0.0]], dtype=torch.float64)
+    >>> round(float(batch_loss(z, torch.tensor([0, 0, 1, 1]), "scl")), 6)
+    0.126928
+    """
+    pairs = _compute(z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, reduction,
+                     generator, backend, block_size, want_indices=False)
+    return pairs
+
+
+def batch_loss_pairs(
+    z: torch.Tensor,
+    labels: torch.Tensor,
+    setting: Setting,
+    *,
+    beta: float = 0.0,
+    tau: float = 1.0,
+    num_negatives: int | Literal["batch"] = 1,
+    estimator: Estimator = "weighted",
+    psi: str | Psi = "infonce",
+    detach_weights: bool = True,
+    generator: torch.Generator | None = None,
+    backend: Backend = "auto",
+    block_size: int | None = None,
+) -> PairLosses:
+    """Per-pair values l_ij with their indices (i, j) (and drawn negatives), as a :class:`PairLosses`.
+
+    Same arguments and formula as :func:`batch_loss` (theory.md section 7), without ``reduction``.
+    ``PairLosses.values`` equals ``batch_loss(..., reduction="none")``.
+    """
+    return _compute(z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, "none",
+                    generator, backend, block_size, want_indices=True)
+
+
+def select_backend(
+    z: torch.Tensor, *, estimator: str, reduction: str, detach_weights: bool, requested: str = "auto"
+) -> str:
+    """The backend that :func:`batch_loss` uses.
+
+    Rule of ``auto``: "triton" when z is on CUDA, triton is importable, and the options are the ones the
+    kernel implements (weighted estimator, reduction mean or sum, float32/float64, d <= 256); otherwise "blocked" when the weights
+    are detached (it computes loss and gradient in one pass, at about the cost of the three matmuls) or
+    when B > 4096 (the dense path would hold several B x B tensors); "dense" otherwise
+    (B <= 4096 with gradient through the weights). An explicit ``requested`` backend is checked and
+    returned; "triton" with unsupported options raises ValueError (on the CPU it runs only under
+    TRITON_INTERPRET=1, Triton's interpreter, for tests).
+    """
+    if requested == "triton":
+        reason = _triton_unsupported(z, estimator, reduction, interpreter_ok=True)
+        if reason:
+            raise ValueError(f"backend='triton' is not available here: {reason}")
+        return "triton"
+    if requested != "auto":
+        return requested
+    if not _triton_unsupported(z, estimator, reduction):
+        return "triton"
+    if estimator == "weighted" and (detach_weights or z.shape[0] > DENSE_MAX_BATCH):
+        return "blocked"
+    if estimator == "sampled" and z.shape[0] > DENSE_MAX_BATCH:
+        return "blocked"
+    return "dense"
+
+
+def _triton_unsupported(z: torch.Tensor, estimator: str, reduction: str, *, interpreter_ok: bool = False) -> str:
+    if estimator != "weighted":
+        return "it implements the weighted estimator only"
+    if reduction == "none":
+        return "it implements reduction 'mean' and 'sum' only"
+    if z.device.type != "cuda" and not (interpreter_ok and os.environ.get("TRITON_INTERPRET") == "1"):
+        return "z is not on a CUDA device (set TRITON_INTERPRET=1 to run the interpreter on the CPU)"
+    if z.dtype not in (torch.float32, torch.float64):
+        return "it implements float32 and float64 only"
+    if z.shape[1] > 256:
+        return "it implements d <= 256 only"
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return "triton is not installed"
+    return ""
+
+
+def _validate(z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, reduction,
+              generator, backend, block_size):
+    if not isinstance(z, torch.Tensor):
+        raise ValueError(f"z must be a torch.Tensor of shape [B, d], got {type(z).__name__}")
+    if z.ndim != 2 or z.shape[0] < 1 or z.shape[1] < 1:
+        raise ValueError(f"z must have shape [B, d] with B >= 1 and d >= 1, got {tuple(z.shape)}")
+    if z.dtype not in _FLOAT_DTYPES:
+        raise ValueError(f"z must be float32 or float64 (or float16, bfloat16), got {z.dtype}")
+    require_finite_array("z", z)
+    if not isinstance(labels, torch.Tensor):
+        raise ValueError(f"labels must be an integer torch.Tensor of shape [B], got {type(labels).__name__}")
+    if labels.ndim != 1 or labels.shape[0] != z.shape[0]:
+        raise ValueError(f"labels must have shape [B] = [{z.shape[0]}], got {tuple(labels.shape)}")
+    if labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool:
+        raise ValueError(f"labels must have an integer dtype, got {labels.dtype}")
+    if labels.device != z.device:
+        raise ValueError(f"labels must be on z's device {z.device}, got {labels.device}")
+    setting = require_choice("setting", setting, SETTINGS)
+    beta = require_real("beta", beta, min_value=0.0)
+    tau = require_real("tau", tau, min_value=0.0, min_inclusive=False)
+    if num_negatives != "batch":
+        if isinstance(num_negatives, str):
+            raise ValueError(f"num_negatives must be an integer >= 1 or 'batch', got {num_negatives!r}")
+        try:
+            num_negatives = require_int("num_negatives", num_negatives, min_value=1)
+        except ValueError:
+            raise ValueError(f"num_negatives must be an integer >= 1 or 'batch', got {num_negatives!r}") from None
+    estimator = require_choice("estimator", estimator, ("weighted", "sampled"))
+    if not isinstance(psi, Psi):
+        psi = make_psi(require_choice("psi", psi, PSI_NAMES), tau=tau)
+    if estimator == "weighted" and not (psi.builtin and psi.name == "infonce" and psi.tau == tau):
+        raise ValueError(
+            "psi must be 'infonce' (with the same tau) for estimator='weighted' (theory.md section 7); "
+            f"got {psi.name!r}: use estimator='sampled' for other psi"
+        )
+    if not isinstance(detach_weights, bool):
+        raise ValueError(f"detach_weights must be True or False, got {detach_weights!r}")
+    if estimator == "sampled" and not detach_weights:
+        raise ValueError("detach_weights must be True for estimator='sampled' (sampling is not differentiable)")
+    reduction = require_choice("reduction", reduction, REDUCTIONS)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    if estimator == "sampled":
+        if generator is None:
+            raise ValueError("generator must be a torch.Generator for estimator='sampled' (randomness is explicit)")
+        if generator.device.type != z.device.type:
+            raise ValueError(f"generator must be on z's device type {z.device.type!r}, got {generator.device.type!r}")
+    backend = require_choice("backend", backend, BACKENDS)
+    if block_size is not None:
+        block_size = require_int("block_size", block_size, min_value=1)
+    b = beta if setting in ("hscl", "hucl") else 0.0
+    spec = LossSpec(
+        supervised=setting in ("scl", "hscl"),
+        b=b,
+        tau=tau,
+        k=None if num_negatives == "batch" else num_negatives,
+        detach_weights=detach_weights,
+    )
+    return spec, estimator, psi, reduction, backend, block_size
+
+
+def _compute(z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, reduction,
+             generator, backend, block_size, *, want_indices):
+    spec, estimator, psi, reduction, backend, block_size = _validate(
+        z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, reduction,
+        generator, backend, block_size)
+    backend = select_backend(z, estimator=estimator, reduction=reduction, detach_weights=spec.detach_weights,
+                             requested=backend)
+    size = z.shape[0]
+    if backend == "blocked" and estimator == "weighted" and not want_indices:
+        from ncgeom.losses.kernels.blocked import blocked_weighted
+
+        # no O(P) index arrays on this path (reduction "none" returns the values in canonical order)
+        result = blocked_weighted(z, labels, spec, block_size=block_size or default_block_size(size),
+                                  reduction=reduction)
+        return result
+    if backend == "triton":
+        from ncgeom.losses.kernels.triton_kernel import triton_weighted
+
+        return triton_weighted(z, labels, spec, block_size=block_size, reduction=reduction)
+    structure = pair_structure(labels, supervised=spec.supervised)
+    negatives = None
+    if estimator == "sampled":
+        from ncgeom.losses.kernels.sampled import sampled_values
+
+        rows = size if backend == "dense" else (block_size or default_block_size(size))
+        values, negatives = sampled_values(z, labels, spec, structure, psi, generator=generator, block_size=rows)
+    elif backend == "dense":
+        from ncgeom.losses.kernels.dense import dense_weighted_values
+
+        values = dense_weighted_values(z, labels, spec, structure)
+    else:  # blocked, per-pair values for batch_loss_pairs
+        from ncgeom.losses.kernels.blocked import blocked_weighted
+
+        values = blocked_weighted(z, labels, spec, block_size=block_size or default_block_size(size),
+                                  reduction="none")
+    if want_indices:
+        return PairLosses(values, structure.anchors, structure.positives, negatives, backend)
+    return _reduce(values, z, reduction)
+
+
+def _reduce(values: torch.Tensor, z: torch.Tensor, reduction: str) -> torch.Tensor:
+    if reduction == "none":
+        return values
+    if values.numel() == 0:
+        return (z * 0).sum()  # zero, attached to the graph of z
+    return values.mean() if reduction == "mean" else values.sum()
+
