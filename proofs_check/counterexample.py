@@ -25,7 +25,6 @@ Sources: theory.md section 4 (Theorem 3, "Without conditional independence"); ji
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import time
 from collections import Counter
@@ -33,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from ncgeom.threads import one_torch_thread
 from ncgeom.validate import require_choice, require_int
 from proofs_check.records import CheckResult
 
@@ -54,17 +54,6 @@ __all__ = [
 _SOURCE = "theory.md section 4 (Theorem 3 without conditional independence); jiang2025hard, Theorem 3"
 
 
-@contextlib.contextmanager
-def _one_torch_thread():
-    """Run tiny float64 problems on one intra-op thread (threads only thrash on shared cores); restored after."""
-    import torch
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def etf_points_exact(num_classes: int):
@@ -283,7 +272,7 @@ def search_configurations(*, dim: int, num_points: int, num_starts: int, generat
         s = z @ z.T
         return torch.nn.functional.softplus((s - s.diagonal()[:, None]) / tau).mean()
 
-    with _one_torch_thread():
+    with one_torch_thread():
         values, best, best_z = [], float("inf"), None
         for _ in range(starts):
             u = torch.randn(n, dim, generator=generator, dtype=torch.float64).requires_grad_(True)

@@ -29,7 +29,6 @@ Sources: theory.md section 4 ("HUCL [claim: open problem]") and section 9, claim
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
 import time
@@ -40,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ncgeom.geometry import gram_etf_residual, simplex_etf
+from ncgeom.threads import one_torch_thread
 from ncgeom.validate import require_int, require_real
 from proofs_check.records import CheckResult
 
@@ -58,17 +58,6 @@ __all__ = [
 DEFAULT_BETAS: tuple[float, ...] = (0.0, 1.0, 2.0, 5.0, 10.0, 30.0)
 
 
-@contextlib.contextmanager
-def _one_torch_thread():
-    """Run tiny float64 problems on one intra-op thread (threads only thrash on shared cores); restored after."""
-    import torch
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 @dataclass(frozen=True)
@@ -164,7 +153,7 @@ def critical_beta(*, num_classes: int, num_negatives: int, psi, beta_max: float 
     def slope(beta: float) -> float:
         return equiangular_slope_at_nc(num_classes=num_classes, num_negatives=num_negatives, beta=beta, psi=psi)
 
-    with _one_torch_thread():
+    with one_torch_thread():
         negative = [i for i, b in enumerate(grid) if slope(b) < 0]
         if not negative or negative[0] == 0:
             return None
@@ -217,7 +206,7 @@ def explore_hucl(
         raise ValueError("generator must be a torch.Generator")
     loss_psi = make_psi(psi, tau=tau, margin=margin)
     etf = torch.as_tensor(simplex_etf(c, c), dtype=torch.float64)
-    with _one_torch_thread():
+    with one_torch_thread():
         out: dict[str, list] = {key: [] for key in ("min", "nc", "direct", "dist", "lo", "hi", "rank", "gram",
                                                     "slope")}
         for beta in betas:

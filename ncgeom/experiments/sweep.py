@@ -39,6 +39,7 @@ from typing import Any
 
 from ncgeom.experiments.config import Config, config_fields, config_from_dict
 from ncgeom.experiments.result import read_summary, write_bytes_atomic, write_json_atomic
+from ncgeom.threads import limit_cpu_threads
 from ncgeom.validate import require_choice, require_int
 
 __all__ = [
@@ -219,24 +220,6 @@ def _execute(config_dict: dict, run_dir: str) -> dict:
     from ncgeom.experiments.train import run
 
     return run(Config(**config_dict), out_dir=run_dir).summary()
-
-
-def limit_cpu_threads(n: int) -> None:
-    """Use ``n`` CPU threads in this process: torch's intra-op pool and the BLAS/OpenMP pools.
-
-    For processes we own (sweep workers, the CLI). On a shared machine this matters a lot: an
-    OpenBLAS pool of 2 threads competing with other processes made a 2000 x 99 SVD (the rankme
-    metric) ~80x slower than with 1 thread (2.3 s vs 0.03 s, measured on the 2-core dev machine).
-    """
-    n = require_int("threads", n, min_value=1)
-    import torch
-
-    torch.set_num_threads(n)
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        return
-    threadpool_limits(limits=n)
 
 
 def _init_worker() -> None:  # pragma: no cover - runs in child processes
