@@ -1,0 +1,76 @@
+"""``ncgeom reproduce``: verification, claim sweeps, theory data, figures and report.md in one command.
+
+    ncgeom reproduce [--quick | --full] --out DIR [--workers N]
+
+Resumable: rerunning with the same ``--out`` skips what is finished (see
+:mod:`ncgeom.reproduce.pipeline`). Exit code 0 when every stage succeeded, 1 when a stage failed
+(the report says which), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["register", "handler"]
+
+
+def register(subparsers) -> None:
+    """Add the ``reproduce`` parser to the ``ncgeom`` subcommands."""
+    parser = subparsers.add_parser(
+        "reproduce",
+        help="run verify, the claim sweeps, theory data and figures; write DIR/report.md",
+        description=(
+            "Reproduce the paper's claims end to end: proofs_check verification, the claim sweeps and their "
+            "verdicts, the theory-figure data, every figure (PNG and PDF) and DIR/report.md. Resumable: "
+            "finished stages and runs in DIR are skipped."
+        ),
+    )
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", dest="scale", action="store_const", const="quick", help="reduced sizes, about a minute on 2 CPU cores (default)")
+    size.add_argument("--full", dest="scale", action="store_const", const="full", help="paper-scale settings (about 3.7 CPU-hours; see docs/getting_started.md)")
+    size.add_argument("--tiny", dest="scale", action="store_const", const="tiny", help=argparse.SUPPRESS)
+    parser.set_defaults(scale="quick")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory (created; reused to resume)")
+    parser.add_argument(
+        "--workers", type=int, default=None, metavar="N",
+        help="parallel training runs in the sweeps, one process each (default: the CPU count, at most 4)",
+    )
+    parser.add_argument(
+        "--stages",
+        default=None,
+        metavar="LIST",
+        help="comma-separated subset of verify,theory,claims,figures (default: all); the report is always rewritten",
+    )
+    parser.add_argument(
+        "--redo",
+        default="",
+        metavar="LIST",
+        help="comma-separated stages to recompute even if finished (finished training runs are still reused)",
+    )
+    parser.set_defaults(func=handler)
+
+
+def handler(args: argparse.Namespace) -> int:
+    """Run the pipeline; print the report path and one line per stage."""
+    from ncgeom.reproduce.pipeline import STAGES, reproduce
+    from ncgeom.validate import require_int
+
+    import os
+
+    workers = min(os.cpu_count() or 1, 4) if args.workers is None else require_int("--workers", args.workers, min_value=1)
+    stages = None if args.stages is None else _stage_list("--stages", args.stages, STAGES[:-1])
+    redo = _stage_list("--redo", args.redo, STAGES[:-1])
+    result = reproduce(args.out, scale=args.scale, workers=workers, stages=stages, redo=redo)
+    for outcome in result.stages:
+        extra = f": {outcome.error}" if outcome.error else ""
+        print(f"{outcome.stage:8s} {outcome.status:8s} {outcome.seconds:7.1f} s{extra}")
+    print(f"report: {result.report} ({result.seconds:.1f} s)")
+    return 0 if result.ok else 1
+
+
+def _stage_list(option: str, text: str, accepted) -> tuple[str, ...]:
+    names = tuple(s.strip() for s in text.split(",") if s.strip())
+    for name in names:
+        if name not in accepted:
+            raise ValueError(f"{option} must be a comma-separated subset of {','.join(accepted)}, got {name!r}")
+    return names

@@ -1,0 +1,70 @@
+"""Atomic file writes: a result on disk is either the old complete file or the new complete file.
+
+Every file the reproduction pipeline writes goes through :func:`atomic_write_bytes`: the bytes are
+written to a temporary file in the same directory, flushed and fsync'ed, then moved over the target
+with :func:`os.replace` (atomic on POSIX and Windows). An interrupted run therefore never leaves a
+truncated JSON, PNG or report behind, and nothing already written is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "read_json"]
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (temporary file + fsync + os.replace); return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write UTF-8 ``text`` to ``path`` atomically."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> Path:
+    """Write ``obj`` as indented JSON (NaN/inf written as null) to ``path`` atomically."""
+    return atomic_write_text(path, json.dumps(_finite(obj), indent=2, sort_keys=False) + "\n")
+
+
+def read_json(path: str | Path) -> Any:
+    """Read a JSON file written by :func:`atomic_write_json` (or any valid JSON)."""
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def _finite(obj: Any) -> Any:
+    """Replace non-finite floats by None and numpy scalars/arrays by Python objects (strict JSON)."""
+    import math
+
+    if isinstance(obj, dict):
+        return {str(k): _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):  # numpy array or scalar
+        return _finite(obj.tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj

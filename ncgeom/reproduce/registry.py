@@ -1,0 +1,179 @@
+"""The figure registry: every figure of the reproduction, its script, caption and what it bears on.
+
+Each entry names a script ``figures/<name>.py`` exposing ``plot(results: Path, out: Path) ->
+list[Path]`` (and a ``__main__`` taking ``--results DIR --out DIR``); the pipeline runs them in
+process after the data stages and the report shows each PNG with its caption. ``claims`` are the
+claim numbers of theory.md section 9; ``statements`` the theory.md statements the figure shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["FigureSpec", "FIGURES", "figure_names", "figures_dir", "get_figure"]
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """One registered figure.
+
+    name : str               file stem of the script and of the images (``fig_scl_panels``)
+    title : str              short title used in the report
+    caption : str            what the figure shows and how to read it
+    claims : tuple[str, ...] claim numbers of theory.md section 9 ("1".."8")
+    statements : tuple       theory.md statements shown (e.g. "Theorem 1", "section 5")
+    data : tuple             the pipeline stages whose outputs the figure reads
+    """
+
+    name: str
+    title: str
+    caption: str
+    claims: tuple[str, ...] = ()
+    statements: tuple[str, ...] = ()
+    data: tuple[str, ...] = ("sweeps",)
+
+
+FIGURES: tuple[FigureSpec, ...] = (
+    FigureSpec(
+        "fig_scl_panels",
+        "SCL / HSCL training dynamics",
+        "Supervised contrastive learning on the Gaussian data (claim-1 sweep, sphere), one curve per beta "
+        "(beta = 0 is SCL). (a) sorted class-mean covariance spectrum, normalized by its largest value, log "
+        "axis, at the last epoch (flat = no dimensional collapse); (b)-(e) the NC conditions of theory.md "
+        "section 8 (unit_norm, zero_sum, equal_inner_product, within_class; 0 at neural collapse, log axis) "
+        "vs epoch; (f) nearest-class-mean accuracy vs epoch (test set when the encoder has one, else "
+        "training set). Claim 1 expects every curve of (b)-(e) to fall towards 0 whatever beta.",
+        claims=("1",),
+        statements=("Theorem 2", "section 8"),
+    ),
+    FigureSpec(
+        "fig_ucl_panels",
+        "UCL / HUCL training dynamics",
+        "Unsupervised contrastive learning (label-based positives) on the Gaussian data at a fixed budget "
+        "(claim-6 sweep), one curve per beta (beta = 0 is UCL); same six panels as the SCL figure. Theorem 3 "
+        "makes NC optimal for UCL; claim 6 expects an optimal beta near 5 and, above it, worse NC metrics "
+        "and a collapsing spectrum; claim 3 expects HUCL not to reach NC.",
+        claims=("6", "3"),
+        statements=("Theorem 3", "HUCL open problem"),
+    ),
+    FigureSpec(
+        "fig_hardness",
+        "Hardness vs distance to NC at a fixed budget",
+        "Claim-6 sweep (fixed, short training budget): final distance to the simplex ETF (left) and "
+        "smallest normalized class-mean eigenvalue, the dimensional-collapse indicator (right, log axis), "
+        "vs beta for supervised (HSCL; beta = 0 is SCL) and unsupervised (HUCL; beta = 0 is UCL) training. "
+        "Claim 6 expects the supervised curve to decrease with beta and the unsupervised one to have an "
+        "interior minimum near beta = 5, with more dimensional collapse above it.",
+        claims=("6",),
+        statements=("Theorem 2", "Theorem 3", "HUCL open problem"),
+    ),
+    FigureSpec(
+        "fig_normalization",
+        "Feature normalization and dimensional collapse",
+        "Effect of the feature normalization (none / ball / sphere) on the final class-mean spectrum "
+        "(top row, log axis: a tail orders of magnitude below 1 is dimensional collapse) and, vs epoch, on "
+        "the ETF distance, NC1 and RankMe (rows 2-4), for each setting and encoder trained. Claim 4 "
+        "expects dimensional collapse without normalization, with or without hard negatives.",
+        claims=("4",),
+        statements=("section 8 spectrum",),
+    ),
+    FigureSpec(
+        "fig_ucl_positives",
+        "UCL: label-based vs Gaussian-noise positives",
+        "UCL with positives drawn from the anchor's class (conditionally independent) vs positives made "
+        "by additive Gaussian noise x+ = x + sigma_p eps. Panels: ETF distance, within-class spread, NCC "
+        "accuracy vs epoch and the final spectrum. Claim 2 expects NC only with label-based positives "
+        "(Theorem 3 needs conditional independence).",
+        claims=("2",),
+        statements=("Theorem 3",),
+    ),
+    FigureSpec(
+        "fig_hucl_etf",
+        "HUCL: distance to the simplex ETF vs beta",
+        "Left: final ETF distance of the trained HUCL runs of the claim-3 sweep (beta = 0 is UCL) vs beta, "
+        "with the SCL/HSCL runs of the claim-1 sweep for reference. Middle and right: the proofs_check "
+        "exploration of the HUCL population minimum over collapsed configurations (minimum "
+        "found vs the loss at NC, and the minimizer's distance to the ETF) vs beta, with the critical beta "
+        "above which NC is no longer a local minimizer (dotted). Claim 3 expects the "
+        "deviation from the ETF to grow with beta; theory.md lists NC-optimality of HUCL as open.",
+        claims=("3",),
+        statements=("HUCL open problem", "Theorem 1"),
+        data=("sweeps", "theory"),
+    ),
+    FigureSpec(
+        "fig_nc_values",
+        "Loss at neural collapse vs beta",
+        "Closed-form population loss at NC (theory.md section 5) for SCL, HSCL, UCL and HUCL vs beta, "
+        "for each number of negatives k, with the collision probability pi_beta of HUCL at NC (right). "
+        "SCL, HSCL and UCL do not depend on beta; HUCL rises with pi_beta, so Theorem 1's bound "
+        "L_HUCL >= L_UCL(NC) is not tight at NC.",
+        statements=("section 5", "HUCL open problem", "Theorem 2", "Theorem 3"),
+        data=("theory",),
+    ),
+    FigureSpec(
+        "fig_harris_gap",
+        "Harris gap over random representations",
+        "Theorem 1: L_HSCL - L_SCL and L_HUCL - L_UCL (exact population losses of random finite latent "
+        "models, ncgeom.population) vs beta; each thin line is one random model, the thick line the "
+        "median. Every value must be >= 0 (up to rounding, dashed line), and 0 at beta = 0.",
+        statements=("Theorem 1",),
+        data=("theory",),
+    ),
+    FigureSpec(
+        "fig_certificates",
+        "Convex certificates vs closed form",
+        "Optimum of the convex Gram-matrix relaxation (theory.md section 6, cvxpy) against the closed-form "
+        "value at NC (section 5), one point per (setting, C, k) case; points must lie on the diagonal. "
+        "Right: |optimum - closed form|, duality gap and distance of the optimizer to the ETF Gram (log "
+        "axis; hollow: psi not strictly convex, e.g. triplet, so the minimizer need not be the ETF).",
+        statements=("section 6", "Theorem 2", "Theorem 3"),
+        data=("theory",),
+    ),
+    FigureSpec(
+        "fig_init",
+        "Near-NC vs random initialization",
+        "ETF distance and smallest normalized spectrum value vs epoch starting from a near-NC "
+        "initialization (solid) or a random one (dashed), for SCL/HSCL and UCL/HUCL at several beta. "
+        "Claim 7 expects SCL/HSCL to stay at NC and HUCL with beta in {10, 30} to drift away with "
+        "dimensional collapse.",
+        claims=("7",),
+        statements=("Theorem 2", "HUCL open problem"),
+    ),
+    FigureSpec(
+        "fig_batch_size",
+        "Batch size",
+        "Final ETF distance, within-class spread and NCC accuracy vs batch size (32..512) for SCL/HSCL. "
+        "Claim 8 expects NC for batch sizes 64..512 and batch 32 to hinder it when C is large.",
+        claims=("8",),
+        statements=("section 7",),
+    ),
+    FigureSpec(
+        "fig_digits",
+        "Real data (scikit-learn digits): NCC accuracy vs beta",
+        "Nearest-class-mean test accuracy on the digits data (8x8 images, 10 classes; the only real data "
+        "shipped offline) vs beta for SCL/HSCL and UCL/HUCL, in the paper's DC-prone setup where "
+        "available (ball, tau = 1, d = C-1), and the final distance to the ETF. Claim 5 expects moderate "
+        "beta (5, 10) to improve accuracy by over 40 points over beta = 0.",
+        claims=("5",),
+        statements=("section 8 ncc_accuracy",),
+    ),
+)
+
+
+def figure_names() -> tuple[str, ...]:
+    """Names of all registered figures, in report order."""
+    return tuple(spec.name for spec in FIGURES)
+
+
+def get_figure(name: str) -> FigureSpec:
+    """The registered figure called ``name``; ValueError listing the names otherwise."""
+    for spec in FIGURES:
+        if spec.name == name:
+            return spec
+    raise ValueError(f"figure must be one of {', '.join(figure_names())}, got {name!r}")
+
+
+def figures_dir() -> Path:
+    """The repository's ``figures/`` folder (next to the ``ncgeom`` package in a source checkout)."""
+    return Path(__file__).resolve().parents[2] / "figures"

@@ -1,0 +1,116 @@
+"""Scales of the reproduction: how much computation ``ncgeom reproduce`` spends.
+
+- ``tiny``: internal, for the end-to-end test (well under a minute): the fastest checks and sweeps.
+- ``quick``: the default, every claim at reduced size (about a minute on 2 CPU cores; the budget is
+  10 minutes).
+- ``full``: the paper-scale settings (about 3.7 CPU-hours; see docs/getting_started.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ncgeom.validate import require_choice
+
+__all__ = ["ScaleName", "SCALE_NAMES", "Scale", "get_scale"]
+
+ScaleName = Literal["tiny", "quick", "full"]
+SCALE_NAMES: tuple[str, ...] = ("tiny", "quick", "full")
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Parameters of one reproduction scale.
+
+    name : the scale name, also passed to the claim sweeps of :mod:`ncgeom.experiments.claims`
+    verify : "quick", "full" or "skip": how proofs_check.report.run_all is called
+    verify_modules : the proofs_check checker modules run (None: all of them)
+    num_classes : C of the theory curves (nc values vs beta)
+    num_negatives : the k values of the theory curves
+    theory_betas : beta grid of the theory curves
+    harris_models : number of random finite latent models in the Harris-gap figure
+    harris_betas : beta grid of the Harris-gap figure
+    harris_k : number of negatives k of the Harris-gap population losses
+    certificate_cases : (setting, C, k, tau, domain) infonce cases certified by convex optimization,
+        in addition to the certificates the verify stage ran
+    figure_formats : image formats of the figures (tiny: PNG only, for speed)
+    hucl_betas, hucl_classes, hucl_starts : beta grid, C and number of L-BFGS starts of the HUCL
+        exploration (used only when the verify stage did not produce one)
+    """
+
+    name: ScaleName
+    verify: Literal["quick", "full", "skip"]
+    num_classes: int
+    num_negatives: tuple[int, ...]
+    theory_betas: tuple[float, ...]
+    harris_models: int
+    harris_betas: tuple[float, ...]
+    harris_k: int
+    certificate_cases: tuple[tuple[str, int, int, float, str], ...]
+    hucl_betas: tuple[float, ...]
+    hucl_classes: int = 4
+    hucl_starts: int = 4
+    verify_modules: tuple[str, ...] | None = None
+    figure_formats: tuple[str, ...] = ("png", "pdf")
+
+
+_BETA_GRID = tuple(float(b) for b in (0, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30))
+
+_SCALES = {
+    "tiny": Scale(
+        name="tiny",
+        verify="quick",
+        num_classes=10,
+        num_negatives=(1, 16),
+        theory_betas=(0.0, 2.0, 5.0, 10.0, 30.0),
+        harris_models=3,
+        harris_betas=(0.0, 1.0, 5.0),
+        harris_k=2,
+        certificate_cases=(("scl", 3, 1, 1.0, "sphere"),),
+        hucl_betas=(0.0, 2.0, 5.0),
+        hucl_classes=3,
+        hucl_starts=1,
+        verify_modules=("harris",),
+        figure_formats=("png",),
+    ),
+    "quick": Scale(
+        name="quick",
+        verify="quick",
+        num_classes=10,
+        num_negatives=(1, 4, 16, 256),
+        theory_betas=_BETA_GRID,
+        harris_models=12,
+        harris_betas=(0.0, 0.5, 1.0, 2.0, 5.0, 10.0),
+        harris_k=2,
+        certificate_cases=tuple(
+            (setting, c, k, tau, domain)
+            for setting in ("scl", "ucl")
+            for c, k, tau, domain in ((3, 2, 1.0, "sphere"), (5, 2, 1.0, "ball"), (6, 2, 0.5, "sphere"), (8, 1, 1.0, "ball"))
+        ),
+        hucl_betas=(0.0, 1.0, 2.0, 5.0, 10.0, 30.0),
+    ),
+    "full": Scale(
+        name="full",
+        verify="full",
+        num_classes=10,
+        num_negatives=(1, 4, 16, 64, 256),
+        theory_betas=tuple(float(b) for b in (0, 0.25, 0.5, 1, 1.5, 2, 3, 4, 5, 7.5, 10, 12.5, 15, 20, 25, 30)),
+        harris_models=40,
+        harris_betas=(0.0, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0),
+        harris_k=3,
+        certificate_cases=tuple(
+            (setting, c, k, tau, domain)
+            for setting in ("scl", "ucl")
+            for domain in ("ball", "sphere")
+            for c, k, tau in ((3, 1, 1.0), (4, 2, 0.5), (5, 2, 1.0), (6, 3, 1.0), (8, 2, 0.5), (10, 1, 1.0), (10, 2, 1.0))
+        ),
+        hucl_betas=(0.0, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 20.0, 30.0),
+        hucl_starts=8,
+    ),
+}
+
+
+def get_scale(name: str) -> Scale:
+    """The :class:`Scale` called ``name`` (tiny, quick or full)."""
+    return _SCALES[require_choice("scale", name, SCALE_NAMES)]
