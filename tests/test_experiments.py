@@ -79,7 +79,7 @@ def test_run_records_and_files(tmp_path):
     assert set(METRIC_NAMES) <= set(summary["final"]) and {"loss", "test_ncc_accuracy"} <= set(summary["final"])
     np.testing.assert_allclose(summary["nc_value"], result.nc_value, rtol=0, atol=0)
     emb = np.load(tmp_path / "embeddings.npz")
-    assert emb["z"].shape == (18, 2) and np.array_equal(emb["y"], result.labels)
+    assert emb["z"].shape == (18, 2) and np.array_equal(emb["labels"], result.labels)
 
 
 def test_run_is_bitwise_reproducible_for_a_seed():

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ncgeom.reproduce.atomic import atomic_write_json
+from ncgeom.atomic_io import atomic_write_json
 from ncgeom.reproduce.figures import load_figure_module, render_figure
 from ncgeom.reproduce.registry import FIGURES, figure_names, figures_dir, get_figure
 from ncgeom.reproduce.results import MissingResults, load_runs, select_runs

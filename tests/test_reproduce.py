@@ -13,7 +13,7 @@ import pytest
 
 from ncgeom.cli.main import build_parser, main
 from ncgeom.reproduce import pipeline
-from ncgeom.reproduce.atomic import atomic_write_bytes, atomic_write_json, read_json
+from ncgeom.atomic_io import atomic_write_bytes, atomic_write_json, read_json
 from ncgeom.reproduce.registry import FIGURES
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -32,7 +32,8 @@ def register(subparsers) -> None:
 def _handler(args: argparse.Namespace) -> int:
     from ncgeom.experiments.claims import CLAIMS, evaluate_claim, spec_path
     from ncgeom.experiments.result import write_json_atomic
-    from ncgeom.experiments.sweep import SCALES, dask_executor, limit_cpu_threads, load_spec, run_sweep
+    from ncgeom.experiments.sweep import SCALES, dask_executor, load_spec, run_sweep
+    from ncgeom.threads import limit_cpu_threads
     from ncgeom.validate import require_choice, require_int
 
     require_choice("scale", args.scale, SCALES)

@@ -88,7 +88,7 @@ def _handler(args: argparse.Namespace) -> int:
     values.update(config_values(args))
     config = config_from_dict(values)  # ValueError (naming the field) -> exit 2, before any training
 
-    from ncgeom.experiments.sweep import limit_cpu_threads
+    from ncgeom.threads import limit_cpu_threads
     from ncgeom.experiments.train import run
 
     limit_cpu_threads(args.threads)

@@ -10,7 +10,7 @@ Run directory (docs/experiments.md):
   ``initial`` (the same before training), ``nc_value``, ``nc_value_source``, ``gap``, ``config``,
   ``status`` (``completed`` or ``diverged``), ``message``; written last, so its presence marks a
   finished run;
-- ``embeddings.npz``: the final training embeddings ``z`` [N, d] and labels ``y`` [N].
+- ``embeddings.npz``: the final training embeddings ``z`` [N, d] and class labels ``labels`` [N] (readable by ``ncgeom metrics``).
 
 Non-finite floats are written as JSON null (strict JSON).
 """
@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
+from ncgeom.atomic_io import atomic_write_bytes
 from ncgeom.experiments.config import Config
 
 __all__ = ["Result", "STATUSES", "jsonable", "write_json_atomic", "write_bytes_atomic", "read_summary"]
@@ -108,20 +107,7 @@ def jsonable(obj):
     return obj
 
 
-def write_bytes_atomic(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically: a temp file in the same folder, then os.replace."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+write_bytes_atomic = atomic_write_bytes  # one implementation: ncgeom.atomic_io
 
 
 def write_json_atomic(path: str | Path, obj) -> None:

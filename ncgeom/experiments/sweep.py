@@ -79,7 +79,7 @@ class SweepSpec:
     def grid_keys(self, scale: str = "base") -> tuple[str, ...]:
         """Fields that the grid of ``scale`` varies (in first-seen order)."""
         keys: dict[str, None] = {}
-        for g in self._grids(scale):
+        for g in self.grids_at(scale):
             keys.update(dict.fromkeys(g))
         return tuple(keys)
 
@@ -88,7 +88,6 @@ class SweepSpec:
         over = self.scales.get(scale, {}) if scale != "base" else {}
         return tuple(over["grid"]) if "grid" in over else self.grids
 
-    _grids = grids_at  # used by ncgeom.reproduce.claims_stage
 
 
 @dataclass(frozen=True)
@@ -188,7 +187,7 @@ def expand(spec: SweepSpec, *, scale: str = "quick") -> list[Config]:
     over = {k: v for k, v in spec.scales.get(scale, {}).items() if k != "grid"} if scale != "base" else {}
     base = {**spec.base, **over}
     configs, seen = [], set()
-    for g in spec._grids(scale):
+    for g in spec.grids_at(scale):
         keys = list(g)
         for values in itertools.product(*(g[k] for k in keys)):
             values_dict = dict(zip(keys, values))

@@ -218,7 +218,7 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
         import io
 
         buf = io.BytesIO()
-        np.savez(buf, z=z_final, y=data.y_train)
+        np.savez(buf, z=z_final, labels=data.y_train)
         write_bytes_atomic(run_dir / "embeddings.npz", buf.getvalue())
         write_json_atomic(run_dir / "summary.json", result.summary())
     return result

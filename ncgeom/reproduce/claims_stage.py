@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
-from ncgeom.reproduce.atomic import atomic_write_json, read_json
+from ncgeom.atomic_io import atomic_write_json, read_json
 from ncgeom.reproduce.registry import FIGURES
 
 __all__ = ["tiny_spec", "claim_figures", "run_claims"]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from ncgeom.reproduce.atomic import atomic_write_json
+from ncgeom.atomic_io import atomic_write_json
 from ncgeom.reproduce.registry import FIGURES, figures_dir
 from ncgeom.reproduce.results import MissingResults
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ncgeom.reproduce.atomic import atomic_write_json, read_json
+from ncgeom.atomic_io import atomic_write_json, read_json
 from ncgeom.reproduce.scales import Scale, get_scale
 from ncgeom.validate import require_int
 

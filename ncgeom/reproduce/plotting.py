@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from ncgeom.reproduce.atomic import atomic_write_bytes  # noqa: E402
+from ncgeom.atomic_io import atomic_write_bytes  # noqa: E402
 from ncgeom.reproduce.results import MissingResults  # noqa: E402
 from ncgeom.validate import require_choice  # noqa: E402
 

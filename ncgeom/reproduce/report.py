@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ncgeom.reproduce.atomic import atomic_write_text, read_json
+from ncgeom.atomic_io import atomic_write_text, read_json
 from ncgeom.reproduce.registry import FIGURES
 
 __all__ = ["write_report", "render_report", "claim_rows", "claim_overview", "write_gallery"]
@@ -205,7 +205,7 @@ def write_gallery(results: str | Path, dest: str | Path) -> Path:
     ``write_gallery("results/quick", "figures/quick")``. The copies are re-encoded with a 64-colour
     palette (a quarter of the size, visually identical for these line plots). Returns the index path.
     """
-    from ncgeom.reproduce.atomic import atomic_write_bytes
+    from ncgeom.atomic_io import atomic_write_bytes
 
     results, dest = Path(results), Path(dest)
     manifest = _load(results / "reproduce.json", {})

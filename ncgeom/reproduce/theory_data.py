@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ncgeom.reproduce.atomic import atomic_write_json, read_json
+from ncgeom.atomic_io import atomic_write_json, read_json
 from ncgeom.reproduce.scales import Scale
 
 __all__ = [

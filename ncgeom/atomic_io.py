@@ -1,6 +1,7 @@
 """Atomic file writes: a result on disk is either the old complete file or the new complete file.
 
-Every file the reproduction pipeline writes goes through :func:`atomic_write_bytes`: the bytes are
+Every result file ncgeom writes (run directories, sweeps, the reproduction pipeline) goes through
+:func:`atomic_write_bytes`: the bytes are
 written to a temporary file in the same directory, flushed and fsync'ed, then moved over the target
 with :func:`os.replace` (atomic on POSIX and Windows). An interrupted run therefore never leaves a
 truncated JSON, PNG or report behind, and nothing already written is lost.
@@ -23,6 +24,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp creates 0600; results get the usual permissions
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -35,6 +37,12 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
             pass
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
