@@ -45,3 +45,12 @@ def test_every_referenced_figure_has_a_script():
     assert figures
     missing = sorted(f for f in figures if not (ROOT / "figures" / f"{f}.py").exists())
     assert not missing, f"docs/theory_map.md names figures without a script: {missing}"
+
+
+def test_ci_runs_the_readme_test_command_and_quickstart_has_two_commands():
+    readme = (ROOT / "README.md").read_text()
+    quickstart = readme.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    commands = [line for line in quickstart.splitlines() if line.startswith("python3 -m venv")]
+    assert len(commands) == 2, commands
+    assert "ncgeom reproduce" in commands[0] and "pytest" in commands[1]
+    assert commands[1] in (ROOT / ".ci" / "run").read_text()
