@@ -167,6 +167,17 @@ def test_cli_train_json_and_errors(tmp_path, capsys):
         assert rc == 2 and err.count("\n") == 1 and err.startswith("ncgeom train: error: ") and field in err
 
 
+def test_cli_train_out_that_is_a_file_is_a_usage_error(tmp_path, capsys):
+    # used to be a FileExistsError / NotADirectoryError traceback; the file must survive untouched
+    (tmp_path / "f").write_text("keep")
+    for out in (tmp_path / "f", tmp_path / "f" / "run"):
+        rc = main(["train", "--classes", "3", "--samples-per-class", "4", "--batch-size", "12", "--epochs", "1",
+                   "--out", str(out), "--quiet"])
+        err = capsys.readouterr().err
+        assert rc == 2 and err.count("\n") == 1 and err.startswith("ncgeom train: error: out_dir")
+    assert (tmp_path / "f").read_text() == "keep"
+
+
 def test_cli_train_diverged_exit_code(capsys):
     rc = main(["train", "--classes", "3", "--samples-per-class", "4", "--batch-size", "12", "--epochs", "3",
                "--norm", "none", "--lr", "1e30", "--quiet"])

@@ -7,6 +7,10 @@ Thresholds, stated once (docs/experiments.md):
 - DC: the smallest value of the normalized class-mean spectrum < ``DC_SPECTRUM`` (one order of magnitude
   below the largest; theory.md section 8).
 
+A run whose metrics are missing (None/NaN) is "inconclusive", never counted as "not NC" or "no DC";
+several seeds of one grid point are averaged (claims 5, 6). Claim 5 compares HSCL with SCL and HUCL
+with UCL.
+
 Verdicts: ``holds``, ``partially holds``, ``does not hold``, ``inconclusive``. Each ``evaluate_claimN``
 takes the list of summary.json objects of a claim's sweep (each with its ``config``).
 """
@@ -68,6 +72,15 @@ def _is_nc(s, *, gap: bool = True) -> bool:
     return ok and (not gap or abs(_rel_gap(s)) < NC_REL_GAP)
 
 
+def _nc_known(s) -> bool:
+    """Whether the NC test has its data (a missing metric must not count as "not NC")."""
+    return bool(np.isfinite([_final(s, "etf_distance"), _final(s, "within_class"), _rel_gap(s)]).all())
+
+
+def _judge(good, known: bool = True) -> str:
+    return "inconclusive" if not known else ("holds" if good else "does not hold")
+
+
 def _name(s, *keys) -> str:
     c = _cfg(s)
     return ", ".join(f"{k}={c[k]:g}" if isinstance(c[k], float) else f"{k}={c[k]}" for k in keys)
@@ -79,10 +92,16 @@ def _nc_obs(s) -> str:
 
 
 def _overall(claim, statement, parts: list, observed: str) -> ClaimRecord:
-    """Overall verdict from per-part booleans or verdict strings: all hold -> holds, none -> does not hold."""
+    """Overall verdict from per-part booleans or verdict strings: all hold -> holds, none -> does not hold.
+
+    "inconclusive" parts (missing metrics) are left out; with no part left the claim is inconclusive.
+    """
     if not parts:
         return ClaimRecord(claim, "overall", "-", statement, "no finished runs", "inconclusive")
     parts = [("holds" if p else "does not hold") if isinstance(p, (bool, np.bool_)) else p for p in parts]
+    parts = [p for p in parts if p != "inconclusive"]  # missing data decides nothing
+    if not parts:
+        return ClaimRecord(claim, "overall", "-", statement, observed, "inconclusive")
     if all(p == "holds" for p in parts):
         verdict = "holds"
     elif all(p == "does not hold" for p in parts):
@@ -100,12 +119,11 @@ def _eval_claim1(summaries):
     rows, parts = [], []
     for s in _ok(summaries):
         nc = _is_nc(s)
-        parts.append(nc)
+        parts.append(_judge(nc, _nc_known(s)))
         rows.append(ClaimRecord("1", _name(s, "setting", "beta", "norm"), "etf_distance, within_class, rel_gap",
-                                f"NC: < {NC_ETF}, < {NC_WITHIN}, |.| < {NC_REL_GAP:.0%}", _nc_obs(s),
-                                "holds" if nc else "does not hold"))
+                                f"NC: < {NC_ETF}, < {NC_WITHIN}, |.| < {NC_REL_GAP:.0%}", _nc_obs(s), parts[-1]))
     return rows + [_overall("1", "SCL/HSCL reach NC for every beta (sphere and ball)", parts,
-                            f"{sum(parts)}/{len(parts)} runs at NC")]
+                            f"{parts.count('holds')}/{len(parts)} runs at NC")]
 
 
 def _eval_claim2(summaries):
@@ -114,17 +132,19 @@ def _eval_claim2(summaries):
         label = _cfg(s)["positives"] == "label"
         nc = _is_nc(s)
         good = nc if label else not nc
-        parts.append(good)
+        parts.append(_judge(good, _nc_known(s)))
         what = "label positives" if label else f"noise positives, sigma_p={_cfg(s)['noise_scale']:g}"
         rows.append(ClaimRecord("2", f"UCL, {what}", "etf_distance, within_class, rel_gap",
-                                "NC" if label else "not NC", _nc_obs(s), "holds" if good else "does not hold"))
-    return rows + [_overall("2", "UCL: NC with label positives only", parts, f"{sum(parts)}/{len(parts)} runs as expected")]
+                                "NC" if label else "not NC", _nc_obs(s), parts[-1]))
+    return rows + [_overall("2", "UCL: NC with label positives only", parts,
+                            f"{parts.count('holds')}/{len(parts)} runs as expected")]
 
 
 def _trend(summaries, key="etf_distance"):
-    pts = sorted((_cfg(s)["beta"], _final(s, key)) for s in summaries)
-    betas = np.array([p[0] for p in pts])
-    vals = np.array([p[1] for p in pts])
+    """(sorted distinct betas, mean over seeds of ``key`` (a final metric name or a function of a summary))."""
+    get = key if callable(key) else (lambda s: _final(s, key))
+    betas = np.array(sorted({float(_cfg(s)["beta"]) for s in summaries}))
+    vals = np.array([np.mean([get(s) for s in summaries if float(_cfg(s)["beta"]) == b]) for b in betas])
     return betas, vals
 
 
@@ -143,15 +163,18 @@ def _eval_claim3(summaries):
         nc = _is_nc(s)
         rows.append(ClaimRecord("3", _name(s, "setting", "beta"), "etf_distance, within_class, rel_gap",
                                 "not NC (beta > 0)", _nc_obs(s),
-                                "holds" if (not nc or _cfg(s)["beta"] == 0) else "does not hold"))
+                                _judge(not nc or _cfg(s)["beta"] == 0, _nc_known(s))))
     betas, etf = _trend(ok)
     rho = _spearman(betas, etf)
     pos = betas > 0
-    not_nc = [not _is_nc(s) for s in ok if _cfg(s)["beta"] > 0]
+    not_nc = [not _is_nc(s) for s in ok if _cfg(s)["beta"] > 0 and _nc_known(s)]
+    trend = ("inconclusive" if not np.isfinite(rho) and (len(betas) < 3 or not np.isfinite(etf).all())
+             else "holds" if rho >= 0.8 else ("partially holds" if rho > 0 else "does not hold"))
     rows.append(ClaimRecord("3", "HUCL, beta grid", "Spearman(beta, etf_distance)", ">= 0.8 (deviation grows)",
                             f"rho={rho:.2f}; etf by beta: " + ", ".join(f"{b:g}:{e:.3f}" for b, e in zip(betas, etf)),
-                            "holds" if rho >= 0.8 else ("partially holds" if rho > 0 else "does not hold")))
-    parts = [rho >= 0.8, bool(not_nc) and all(not_nc)]
+                            trend))
+    parts = [trend if trend == "inconclusive" else trend == "holds",
+             _judge(all(not_nc), bool(not_nc))]
     return rows + [_overall("3", "HUCL does not reach NC; deviation grows with beta", parts if pos.any() else [],
                             f"not NC for {sum(not_nc)}/{len(not_nc)} beta > 0; rho={rho:.2f}")]
 
@@ -163,35 +186,40 @@ def _eval_claim4(summaries):
         growth = _final(s, "mean_norm") / max(float(s["initial"].get("mean_norm") or np.nan), 1e-12)
         dc = _spec_min(s) < DC_SPECTRUM
         obs = f"spec_min={_spec_min(s):.2g}, etf={_final(s, 'etf_distance'):.3g}, norm growth x{growth:.2f}"
+        known = bool(np.isfinite(_spec_min(s)))
         if c["norm"] == "none":
-            parts.append(dc)
+            parts.append(_judge(dc, known))
             rows.append(ClaimRecord("4", _name(s, "model", "setting", "beta", "norm"), "spectrum min, mean norm",
-                                    f"DC: spec_min < {DC_SPECTRUM}; norms grow", obs, "holds" if dc else "does not hold"))
+                                    f"DC: spec_min < {DC_SPECTRUM}; norms grow", obs, parts[-1]))
         else:
             rows.append(ClaimRecord("4", _name(s, "model", "setting", "beta", "norm"), "spectrum min (reference)",
-                                    f"no DC with normalization: spec_min >= {DC_SPECTRUM}", obs,
-                                    "holds" if not dc else "does not hold"))
+                                    f"no DC with normalization: spec_min >= {DC_SPECTRUM}", obs, _judge(not dc, known)))
     return rows + [_overall("4", "no normalization -> DC, with or without hard negatives", parts,
-                            f"DC in {sum(parts)}/{len(parts)} unnormalized runs")]
+                            f"DC in {parts.count('holds')}/{len(parts)} unnormalized runs")]
 
 
 def _eval_claim5(summaries):
     ok = _ok(summaries)
-    acc = {(_cfg(s)["setting"], _cfg(s)["beta"] if _cfg(s)["setting"] in ("hscl", "hucl") else 0.0): s for s in ok}
+    groups: dict = {}  # (setting, beta) -> test accuracies of its seeds
+    for s in ok:
+        key = (_cfg(s)["setting"], float(_cfg(s)["beta"]) if _cfg(s)["setting"] in ("hscl", "hucl") else 0.0)
+        groups.setdefault(key, []).append(_final(s, "test_ncc_accuracy"))
+    acc = {k: float(np.mean(v)) for k, v in groups.items() if np.isfinite(v).all()}  # mean over seeds
     rows = [ClaimRecord("5", _name(s, "setting", "beta"), "test_ncc_accuracy, spectrum min", "-",
                         f"acc={_final(s, 'test_ncc_accuracy'):.3f}, spec_min={_spec_min(s):.2g}, etf={_final(s, 'etf_distance'):.3g}",
                         "-") for s in ok]
-    base = [_final(s, "test_ncc_accuracy") for (st, _), s in acc.items() if st in ("scl", "ucl")]
-    hard = {k: _final(s, "test_ncc_accuracy") for k, s in acc.items() if k[0] in ("hscl", "hucl")}
-    if not base or not hard:
-        return rows + [_overall("5", "hardness +40 points NCC accuracy", [], "")]
-    ref = max(base)
-    parts = [v - ref >= 0.40 for v in hard.values()]
-    rows.append(ClaimRecord("5", "digits, MLP, ball, tau=1, d=C-1", "test_ncc_accuracy(hard) - max(SCL, UCL)",
-                            ">= +0.40", ", ".join(f"{k[0]} beta={k[1]:g}: {v - ref:+.3f}" for k, v in sorted(hard.items())),
+    # each hard setting against its own beta = 0 baseline: HSCL vs SCL, HUCL vs UCL (the paper's comparison)
+    pair = {"hscl": "scl", "hucl": "ucl"}
+    hard = {k: v - acc[(pair[k[0]], 0.0)] for k, v in acc.items() if k[0] in pair and (pair[k[0]], 0.0) in acc}
+    if not hard:
+        return rows + [_overall("5", "hardness +40 points NCC accuracy", [], "no hard run with its baseline")]
+    parts = [d >= 0.40 for d in hard.values()]
+    rows.append(ClaimRecord("5", "digits, MLP, ball, tau=1, d=C-1", "test_ncc_accuracy(hard) - (SCL or UCL)",
+                            ">= +0.40", ", ".join(f"{k[0]} beta={k[1]:g}: {d:+.3f}" for k, d in sorted(hard.items())),
                             "holds" if all(parts) else ("does not hold" if not any(parts) else "partially holds")))
+    base = ", ".join(f"{k[0]} {v:.3f}" for k, v in sorted(acc.items()) if k[0] in ("scl", "ucl"))
     return rows + [_overall("5", "moderate hardness improves NCC accuracy by > 40 points", parts,
-                            f"best SCL/UCL accuracy {ref:.3f}; best hard {max(hard.values()):.3f}")]
+                            f"baseline accuracy {base}; best hard {max(acc[k] for k in hard):.3f}")]
 
 
 def _eval_claim6(summaries):
@@ -200,6 +228,8 @@ def _eval_claim6(summaries):
     uns = [s for s in ok if _cfg(s)["setting"] in ("ucl", "hucl")]
     rows = []
     parts = []
+    sup = [s for s in sup if np.isfinite(_final(s, "etf_distance"))]
+    uns = [s for s in uns if np.isfinite(_final(s, "etf_distance"))]
     if sup:
         b, e = _trend(sup)
         rho = _spearman(b, e)
@@ -212,8 +242,7 @@ def _eval_claim6(summaries):
                                 verdict))
     if uns:
         b, e = _trend(uns)
-        _, sm = _trend(uns, "rankme")
-        spec = np.array([_spec_min(s) for s in sorted(uns, key=lambda s: _cfg(s)["beta"])])
+        _, spec = _trend(uns, _spec_min)
         i = int(np.nanargmin(e))
         interior = 0 < i < len(b) - 1
         after = e[i:]
@@ -233,14 +262,17 @@ def _eval_claim7(summaries):
     rows, parts = [], []
     for s in sorted(_ok(summaries), key=lambda s: (_cfg(s)["setting"], _cfg(s)["beta"])):
         c = _cfg(s)
-        e0, e1 = float(s["initial"]["etf_distance"]), _final(s, "etf_distance")
+        e0 = float((s.get("initial") or {}).get("etf_distance") or np.nan)
+        e1 = _final(s, "etf_distance")
         obs = f"etf {e0:.3f} -> {e1:.3f}, spec_min={_spec_min(s):.2g}"
         if c["setting"] in ("scl", "hscl"):
-            verdict = "holds" if e1 < NC_ETF else "does not hold"
+            verdict = _judge(e1 < NC_ETF, bool(np.isfinite(e1)))
             expected = f"stays at NC (etf < {NC_ETF})"
         else:
             drift, dc = e1 - e0 > NC_ETF, _spec_min(s) < DC_SPECTRUM
             verdict = "holds" if drift and dc else ("partially holds" if drift or dc else "does not hold")
+            if not np.isfinite([e0, e1, _spec_min(s)]).all():
+                verdict = "inconclusive"
             expected = f"drifts (etf rises by > {NC_ETF}) with DC (spec_min < {DC_SPECTRUM})"
         parts.append(verdict)
         rows.append(ClaimRecord("7", _name(s, "setting", "beta"), "etf_distance initial -> final, spectrum min",
@@ -256,12 +288,11 @@ def _eval_claim8(summaries):
         nc = _is_nc(s)
         small = _cfg(s)["batch_size"] < 64
         good = (not nc) if small else nc
-        parts.append(good)
+        parts.append(_judge(good, _nc_known(s)))
         rows.append(ClaimRecord("8", f"C={_cfg(s)['classes']}, batch_size={_cfg(s)['batch_size']}",
-                                "etf_distance, within_class, rel_gap", "not NC" if small else "NC", _nc_obs(s),
-                                "holds" if good else "does not hold"))
+                                "etf_distance, within_class, rel_gap", "not NC" if small else "NC", _nc_obs(s), parts[-1]))
     return rows + [_overall("8", "NC for batch 64..512; batch 32 hinders it for large C", parts,
-                            f"{sum(parts)}/{len(parts)} runs as expected")]
+                            f"{parts.count('holds')}/{len(parts)} runs as expected")]
 
 
 EVALUATIONS = {

@@ -3,8 +3,8 @@
 ``run(config)`` is the single entry point (theory.md sections 7-9):
 
 1. the seed becomes four independent streams at this boundary (numpy.random.SeedSequence.spawn):
-   data, initialization, batches (numpy Generators) and a torch.Generator for the sampled estimator
-   and the noise positives; nothing global is seeded, so a run is bitwise reproducible on CPU;
+   data, near-NC initialization, batches (numpy Generators) and one torch.Generator shared, in a fixed
+   order, by the random model weights, the sampled estimator and the noise positives; nothing global is seeded, so a run is bitwise reproducible on CPU;
 2. each epoch draws ceil(N / B) class-balanced batches; label positives feed the batch loss with the
    class labels (P(i) = same class); noise positives feed a two-view batch [x; x + sigma_p eps] with
    instance ids as labels (SimCLR-style);
@@ -106,6 +106,12 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
 
     if not isinstance(config, Config):
         raise ValueError(f"config must be an ncgeom.experiments.Config, got {type(config).__name__}")
+    run_dir = None if out_dir is None else Path(out_dir)
+    if run_dir is not None:
+        try:  # before any work: a file in the way is bad input (ValueError), not a traceback after training
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise ValueError(f"out_dir must be a directory (or a path to create), got {str(run_dir)!r}: a file is in the way") from None
     start = time.perf_counter()
     seq = np.random.SeedSequence(config.seed).spawn(4)
     data_rng, init_rng, batch_rng = (np.random.default_rng(s) for s in seq[:3])
@@ -137,12 +143,10 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
     def evaluate(epoch: int, loss: float | None) -> dict | None:
         return _evaluate(model, data, x_train, x_test, indexed, epoch, loss, nc_val)
 
-    run_dir = None if out_dir is None else Path(out_dir)
     history_file = None
     if run_dir is not None:
         from ncgeom.provenance import provenance
 
-        run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "summary.json").unlink(missing_ok=True)
         write_json_atomic(run_dir / "config.json", {**config.to_dict(), "provenance": provenance()})
         history_file = open(run_dir / "history.jsonl", "w")
