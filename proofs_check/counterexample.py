@@ -206,7 +206,8 @@ def check_all_classes(*, min_classes: int = 3) -> CheckResult:
     """NC > cross-polytope for every C >= ``min_classes`` (interval arithmetic on E'(s), s in [0, 1/(C0-1)]).
 
     ``fail`` if the statement is refuted exactly at C = min_classes (e.g. min_classes = 2, where the two
-    configurations coincide); ``pass`` if E' > 0 is proved on the whole interval; ``unresolved`` otherwise.
+    configurations coincide) or if E(0) = 0 fails (sympy); ``pass`` if E' > 0 is proved on the whole
+    interval; ``unresolved`` otherwise.
     """
     import mpmath
     import sympy as sp
@@ -224,11 +225,13 @@ def check_all_classes(*, min_classes: int = 3) -> CheckResult:
     nc = sp.log(2) / c + (1 - 1 / c) * h(c / (c - 1))
     cp = (sp.log(2) + h(2)) * eps / 2 + (1 - eps) * h(1)
     derivative = sp.diff((1 + eps) * (nc - cp), eps)
+    # the other premise of the proof: E(0) = 0 (then E' > 0 on [0, 1/(C0-1)] gives E > 0 there)
+    value_at_0 = sp.simplify(sp.simplify((1 + eps) * (nc - cp)).subs(eps, 0))  # simplify first: c = 1 + 1/eps
     mismatch = 0.0
     for s in ("0.01", "0.1", "0.25", "0.5"):
         enclosure = _gap_derivative_interval(mpmath.iv.mpf(s))
         mismatch = max(mismatch, abs(float(sp.N(derivative.subs(eps, sp.Rational(s)), 30)) - float(enclosure.mid)))
-    if refuted or mismatch >= 1e-12:
+    if refuted or mismatch >= 1e-12 or value_at_0 != 0:
         status = "fail"
     else:
         status = "pass" if proved else "unresolved"
@@ -236,7 +239,7 @@ def check_all_classes(*, min_classes: int = 3) -> CheckResult:
                  + r"\ (d = C-1,\ \text{instance positives})")
     details = {"min_derivative_lower_bound": low, "bisection_pieces": pieces, "proved": proved,
                "refuted_at_min_classes": refuted, "difference_at_min_classes": float(sp.N(first, 20)),
-               "derivative_matches_sympy": mismatch, "derivative_at_0": float(sp.N(derivative.limit(eps, 0), 20))}
+               "derivative_matches_sympy": mismatch, "value_at_eps_0": float(value_at_0), "derivative_at_0": float(sp.N(derivative.limit(eps, 0), 20))}
     return CheckResult("counterexample_all_classes", statement, "mpmath-interval", status,
                        details, time.perf_counter() - t0, _SOURCE)
 

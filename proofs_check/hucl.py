@@ -111,6 +111,8 @@ def hucl_gram_loss(gram, *, beta: float, num_negatives: int, psi):
     """L_HUCL as a function of the class Gram matrix M [C, C] (unit diagonal), torch, differentiable."""
     import torch
 
+    beta = require_real("beta", beta, min_value=0.0)
+    require_int("num_negatives", num_negatives, min_value=1)
     m = gram
     c = m.shape[0]
     log_q = torch.log_softmax(beta * m, dim=1)  # [C, C]
@@ -133,6 +135,7 @@ def equiangular_slope_at_nc(*, num_classes: int, num_negatives: int, beta: float
     import torch
 
     c = require_int("num_classes", num_classes, min_value=2)
+    beta = require_real("beta", beta, min_value=0.0)
     rho = torch.tensor(-1.0 / (c - 1), dtype=torch.float64, requires_grad=True)
     eye = torch.eye(c, dtype=torch.float64)
     gram = (1 - rho) * eye + rho * torch.ones(c, c, dtype=torch.float64)
@@ -143,6 +146,9 @@ def equiangular_slope_at_nc(*, num_classes: int, num_negatives: int, beta: float
 def critical_beta(*, num_classes: int, num_negatives: int, psi, beta_max: float = 64.0,
                   tol: float = 1e-9) -> float | None:
     """Smallest beta at which :func:`equiangular_slope_at_nc` turns negative (bisection), or None.
+
+    None means the slope is >= 0 at every grid point up to ``beta_max``; 0.0 means it is already negative
+    at beta = 0 (not expected for convex psi, where NC minimizes UCL: theory.md section 4, Theorem 3).
 
     Scans beta = 0, 1/16, 1/8, 1/4, ..., up to ``beta_max`` (doubling) for the first negative slope, then
     bisects to ``tol``; assumes one sign change in that bracket. Above it (up to the next sign change,
@@ -155,8 +161,10 @@ def critical_beta(*, num_classes: int, num_negatives: int, psi, beta_max: float 
 
     with one_torch_thread():
         negative = [i for i, b in enumerate(grid) if slope(b) < 0]
-        if not negative or negative[0] == 0:
+        if not negative:
             return None
+        if negative[0] == 0:  # negative already at beta = 0: the smallest such beta is 0, not "never"
+            return 0.0
         lo, hi = grid[negative[0] - 1], grid[negative[0]]
         while hi - lo > tol:
             mid = (lo + hi) / 2

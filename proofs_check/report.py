@@ -131,13 +131,15 @@ def run_all(
     quick : bool
         Each module's quick subset (``ncgeom verify --quick``: under a minute on 2 cores).
     modules : sequence of str, optional
-        Subset of CHECK_MODULES.
+        Non-empty subset of CHECK_MODULES (None: all); an empty one raises ValueError.
     on_result : callable, optional
         Called with each CheckResult as soon as it is available (progress output).
     with_provenance : bool
         Attach :func:`ncgeom.provenance.provenance` (git commit, versions, time).
     """
     modules = tuple(CHECK_MODULES if modules is None else modules)
+    if not modules:  # an empty selection would pass vacuously with zero checks
+        raise ValueError(f"modules must name at least one of {', '.join(CHECK_MODULES)} (or be None), got ()")
     for m in modules:
         if m not in CHECK_MODULES:
             raise ValueError(f"modules must be a subset of {', '.join(CHECK_MODULES)}, got {m!r}")

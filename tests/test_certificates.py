@@ -203,3 +203,13 @@ def test_weak_duality_every_feasible_gram_is_above_the_certified_bound(seed, dom
     g = _random_gram(4, np.random.default_rng(seed), sphere=domain == "sphere")
     assert program_objective(program, g) >= cert.dual_bound - 1e-12
     assert program_objective(program, g) >= cert.claimed_gram_kkt_bound - 1e-12
+
+
+def test_float_etf_claim_counts_as_feasible_upper_bound():
+    # the float ETF Gram at C = 3 has lambda_min ~ -5.6e-17; before the fix the exact ">= 0" test dropped
+    # F(ETF) from the upper bound of criterion 7, leaving only the solver's value
+    assert np.linalg.eigvalsh(etf_gram(3)).min() < 0
+    cert = certify_gram_program("scl", "infonce", num_classes=3, num_negatives=1, tau=0.5)
+    assert cert.passed, cert.checks
+    assert cert.value_upper_bound == min(cert.primal_value, cert.claimed_gram_value)
+    assert cert.value_lower_bound <= cert.claimed_value <= cert.value_upper_bound + cert.tolerances.value

@@ -77,6 +77,7 @@ def test_all_classes_proof_and_false_statement():
     result = check_all_classes()
     assert result.status == "pass", result.details
     assert result.details["min_derivative_lower_bound"] > 0
+    assert result.details["value_at_eps_0"] == 0.0  # E(0) = 0, the proof's other premise (checked since review)
     assert_allclose(result.details["derivative_at_0"],
                     math.log(2) / 2 - 1 / (1 + math.e) - math.log1p(math.exp(-2)) / 2, rtol=1e-12)
     # "for every C >= 2" is false: the two configurations coincide at C = 2.

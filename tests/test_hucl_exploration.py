@@ -96,6 +96,14 @@ def test_check_is_info_and_validates():
         explore_hucl(generator=np.random.default_rng(0))
     with pytest.raises(ValueError, match="num_negatives"):
         explore_hucl(num_negatives=4, generator=torch.Generator())
+    # the public loss and slope functions validate too (before the review they accepted beta < 0)
+    psi = make_psi("infonce", tau=1.0)
+    with pytest.raises(ValueError, match="beta"):
+        hucl.hucl_gram_loss(torch.eye(3, dtype=torch.float64), beta=-0.5, num_negatives=1, psi=psi)
+    with pytest.raises(ValueError, match="num_negatives"):
+        hucl.hucl_gram_loss(torch.eye(3, dtype=torch.float64), beta=0.5, num_negatives=0, psi=psi)
+    with pytest.raises(ValueError, match="beta"):
+        hucl.equiangular_slope_at_nc(num_classes=3, num_negatives=1, beta=float("nan"), psi=psi)
 
 
 def _slope_k1(c, beta):
@@ -125,3 +133,11 @@ def test_minimum_below_nc_beyond_the_critical_beta():
     assert_allclose(res.critical_beta, 0.87737, atol=1e-5)
     assert res.slope_at_nc[0] > 0 and res.slope_at_nc[1] < 0
     assert res.min_found[1] < res.nc_value[1] - 1e-4  # beta = 1 > beta_c: NC is not the minimizer
+
+
+def test_critical_beta_is_zero_not_none_when_the_slope_is_negative_at_zero(monkeypatch):
+    # before the fix a slope negative already at beta = 0 returned None ("never negative")
+    monkeypatch.setattr(hucl, "equiangular_slope_at_nc", lambda **kw: -1.0 - kw["beta"])
+    assert hucl.critical_beta(num_classes=4, num_negatives=1, psi=None) == 0.0
+    monkeypatch.setattr(hucl, "equiangular_slope_at_nc", lambda **kw: 1.0)
+    assert hucl.critical_beta(num_classes=4, num_negatives=1, psi=None) is None

@@ -92,6 +92,15 @@ def test_cli_rejects_unknown_only(capsys):
     assert len(err) == 1 and err[0].startswith("ncgeom verify: error: --only")
 
 
+def test_empty_module_selection_is_refused_not_a_vacuous_pass(capsys):
+    # before the fix: run_all(modules=()) and "--only ," reported PASSED with 0 checks (exit 0)
+    with pytest.raises(ValueError, match="modules"):
+        run_all(quick=True, modules=(), with_provenance=False)
+    assert main(["verify", "--only", ","]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("ncgeom verify: error: --only")
+
+
 def test_cli_only_smoke(capsys):
     assert main(["verify", "--quick", "--json", "--only", "certificates"]) == 0
     data = json.loads(capsys.readouterr().out)

@@ -72,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
         for m in modules:
             if m not in CHECK_MODULES:
                 raise ValueError(f"--only must list modules among {', '.join(CHECK_MODULES)}, got {m!r}")
+        if not modules:  # "--only ," would otherwise run nothing and report a vacuous PASSED
+            raise ValueError(f"--only must list at least one of {', '.join(CHECK_MODULES)}, got {args.only!r}")
 
     def progress(result) -> None:
         if not args.json:

@@ -209,10 +209,11 @@ def select_backend(
     """The backend that :func:`batch_loss` uses.
 
     Rule of ``auto``: "triton" when z is on CUDA, triton is importable, and the options are the ones the
-    kernel implements (weighted estimator, reduction mean or sum, float32/float64, d <= 256); otherwise "blocked" when the weights
-    are detached (it computes loss and gradient in one pass, at about the cost of the three matmuls) or
-    when B > 4096 (the dense path would hold several B x B tensors); "dense" otherwise
-    (B <= 4096 with gradient through the weights). An explicit ``requested`` backend is checked and
+    kernel implements (weighted estimator, reduction mean or sum, float32/float64, d <= 256); otherwise
+    "blocked" for the weighted estimator when the weights are detached (it computes loss and gradient in
+    one pass, at about the cost of the three matmuls), and for either estimator when B > 4096 (the dense
+    path would hold several B x B tensors); "dense" otherwise (B <= 4096 with gradient through the
+    weights, or the sampled estimator). An explicit ``requested`` backend is checked and
     returned; "triton" with unsupported options raises ValueError (on the CPU it runs only under
     TRITON_INTERPRET=1, Triton's interpreter, for tests).
     """
@@ -283,7 +284,7 @@ def _validate(z, labels, setting, beta, tau, num_negatives, estimator, psi, deta
     if estimator == "weighted" and not (psi.builtin and psi.name == "infonce" and psi.tau == tau):
         raise ValueError(
             "psi must be 'infonce' (with the same tau) for estimator='weighted' (theory.md section 7); "
-            f"got {psi.name!r}: use estimator='sampled' for other psi"
+            f"got {psi.name!r} with params {psi.params} and tau={tau}: use estimator='sampled' for other psi"
         )
     if not isinstance(detach_weights, bool):
         raise ValueError(f"detach_weights must be True or False, got {detach_weights!r}")

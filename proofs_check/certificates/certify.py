@@ -80,7 +80,10 @@ class Tolerances:
 
 @dataclass(frozen=True)
 class GramCertificate:
-    """Result of :func:`certify_gram_program`; ``checks`` maps each criterion to True/False/None (skipped)."""
+    """Result of :func:`certify_gram_program`; ``checks`` maps each criterion to True/False/None (skipped).
+
+    value_lower_bound, value_upper_bound : the interval [lower, upper] of criterion 7 (module docstring).
+    """
 
     program: dict[str, Any]
     solver: str
@@ -109,6 +112,8 @@ class GramCertificate:
     tolerances: Tolerances
     optimizer_gram: tuple[tuple[float, ...], ...] = field(repr=False)
     notes: str = ""
+    value_lower_bound: float = float("nan")
+    value_upper_bound: float = float("nan")
 
     @property
     def passed(self) -> bool:
@@ -264,8 +269,9 @@ def certify_gram_program(
     claim_diag_ok = bool(np.all(claim_diag <= 1 + tol.feas)) if domain == "ball" else bool(
         np.all(np.abs(claim_diag - 1) <= tol.feas))
     claim_value_at_gram = program_objective(program, claim_gram)
-    claim_feasible = bool(claim_min_eig >= 0.0 and (np.all(claim_diag <= 1.0) if domain == "ball"
-                                                    else np.all(claim_diag == 1.0)))
+    # feasible up to rounding (the float ETF Gram has lambda_min ~ -1e-16): F there is an upper bound to
+    # within ~feas * ||Y||, far below tol.value (an exact ">= 0" test silently dropped the ETF's own value)
+    claim_feasible = bool(claim_min_eig >= -tol.feas and claim_diag_ok)
     kkt_nu = _best_multiplier(program, claim_gram)
     claim_kkt, _ = _lagrangian_bound(program, claim_gram, kkt_nu)
     bound = max(bound_solver, bound_best)
@@ -327,6 +333,8 @@ def certify_gram_program(
         tolerances=tol,
         optimizer_gram=tuple(tuple(float(x) for x in row) for row in m_hat),
         notes=notes,
+        value_lower_bound=float(best_lower),
+        value_upper_bound=float(best_upper),
     )
 
 
@@ -358,7 +366,8 @@ def certificate_check(setting: str, psi: str = "infonce", **kwargs) -> CheckResu
         "stationarity_residual": cert.stationarity_residual, "complementarity": cert.complementarity,
         "claimed_gram_value": cert.claimed_gram_value, "claimed_gram_kkt_bound": cert.claimed_gram_kkt_bound,
         "distance_to_claimed_gram": cert.distance_to_claimed_gram, "distance_to_etf": cert.distance_to_etf,
-        "minimizer_unique": cert.minimizer_unique, "checks": cert.checks, "solver": cert.solver,
+        "minimizer_unique": cert.minimizer_unique, "checks": cert.checks,
+        "value_lower_bound": cert.value_lower_bound, "value_upper_bound": cert.value_upper_bound, "solver": cert.solver,
         "solver_status": cert.solver_status, "tolerances": asdict(cert.tolerances), "notes": cert.notes,
         **cert.program,
     }
