@@ -59,12 +59,30 @@ def handler(args) -> int:
         require_int("--threads", args.threads, min_value=1)
     if args.block_size is not None:
         require_int("--block-size", args.block_size, min_value=1)
-    skip = {"dense": args.skip_dense_at} if args.skip_dense_at else {}
+    if args.skip_dense_at is not None:
+        require_int("--skip-dense-at", args.skip_dense_at, min_value=2)
+    skip = {"dense": args.skip_dense_at} if args.skip_dense_at is not None else {}
+    _check_device(args.device)
     result = run_benchmark(batch_sizes=tuple(args.batch_sizes), dim=args.dim, num_classes=args.classes, tau=args.tau,
                            methods=tuple(args.methods), repeats=args.repeats, device=args.device,
                            block_size=args.block_size, memory=not args.no_memory, skip=skip, threads=args.threads)
     print(format_table(result))
     if args.out:
-        with open(args.out, "w") as fh:
-            json.dump(result.to_dict(), fh, indent=2)
+        from ncgeom.atomic_io import atomic_write_text
+
+        atomic_write_text(args.out, json.dumps(result.to_dict(), indent=2) + "\n")
     return 0
+
+
+def _check_device(device: str) -> None:
+    """--device must name a torch device that exists here (cpu, or cuda[:i] with CUDA available)."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"--device must be 'cpu' or 'cuda[:index]', got {device!r}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {device!r}: CUDA is not available on this machine (use --device cpu)")
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device must be 'cpu' or 'cuda[:index]', got {device!r}")
