@@ -22,9 +22,9 @@ import torch
 
 from ncgeom.data import class_balanced_batches
 from ncgeom.experiments import Config, run
-from ncgeom.threads import limit_cpu_threads
 from ncgeom.losses import batch_loss
 from ncgeom.models import build_model
+from ncgeom.threads import limit_cpu_threads
 
 
 def main() -> None:

@@ -1,15 +1,53 @@
-"""Shared pytest configuration: hypothesis profiles (numpy's conftest.py style).
+"""Shared pytest configuration: hypothesis profiles (in the spirit of numpy's conftest.py).
 
-- ``ci`` (default under CI=true): derandomized, modest example counts, no deadline;
-- ``deterministic``: derandomized, for reproducing a failure;
-- ``dev``: random, more examples. Select with HYPOTHESIS_PROFILE=<name>.
+Profiles
+--------
+``ci`` (the default, with or without CI=true)
+    Derandomized (the same examples on every run and machine, no example database), 30 examples per
+    property, no deadline. A red CI run is reproducible by rerunning it.
+``explore``
+    Random: 500 examples per property, a fresh seed each run, printed in the pytest header together
+    with the command that replays it; failures print a ``@reproduce_failure`` blob and hypothesis'
+    explanation of the failing example (``Phase.explain``). Use it to look for new counterexamples.
+``dev``
+    Random, 100 examples: a quick local exploration.
+
+Select a profile with the environment variable (or hypothesis' own pytest option)::
+
+    HYPOTHESIS_PROFILE=explore pytest tests/test_theory.py
+    pytest --hypothesis-profile=explore tests/test_theory.py
+    HYPOTHESIS_PROFILE=explore pytest --hypothesis-seed=1234 tests/test_theory.py   # replay a seed
+
+A test that sets ``@settings(max_examples=...)`` itself keeps its own count under every profile.
 """
 
 import os
+import random
 
-from hypothesis import HealthCheck, settings
+import pytest
+from hypothesis import HealthCheck, Phase, settings
 
-settings.register_profile("ci", derandomize=True, max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
-settings.register_profile("deterministic", derandomize=True, max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
-settings.register_profile("dev", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "deterministic"))
+_COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], "print_blob": True}
+
+settings.register_profile("ci", derandomize=True, max_examples=30, database=None, **_COMMON)
+settings.register_profile("explore", derandomize=False, max_examples=500, phases=tuple(Phase), **_COMMON)
+settings.register_profile("dev", derandomize=False, max_examples=100, **_COMMON)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    # Runs before hypothesis' own pytest_configure, which turns --hypothesis-seed into the global seed:
+    # a random profile without an explicit seed gets one drawn here, so that the header can print it.
+    profile = config.getoption("hypothesis_profile", None) or settings.get_current_profile_name()
+    if profile != "ci" and config.getoption("hypothesis_seed", None) is None:
+        config.option.hypothesis_seed = str(random.SystemRandom().randrange(2**32))
+
+
+def pytest_report_header(config):
+    seed = config.getoption("hypothesis_seed", None)
+    profile = config.getoption("hypothesis_profile", None) or settings.get_current_profile_name()
+    if seed is None:
+        return f"hypothesis profile {profile!r} (derandomized)"
+    return (f"hypothesis profile {profile!r}, seed {seed}: replay with "
+            f"HYPOTHESIS_PROFILE={profile} pytest --hypothesis-seed={seed} ...")

@@ -204,11 +204,15 @@ def test_metrics_invalid_input_exits_2_with_one_line(tmp_path, capsys):
     np.save(tmp_path / "single.npy", z)
     nan_z = z.copy()
     nan_z[2, 1] = np.nan
+    (tmp_path / "text.npz").write_text("not an archive\n")
+    (tmp_path / "dir.npz").mkdir()
     cases = [
         ([str(tmp_path / "missing.npz")], "no such file"),
-        ([str(tmp_path)], "is a directory"),
-        ([str(text)], "not a readable .npz archive"),
-        ([str(tmp_path / "single.npy")], "not an .npz archive"),
+        ([str(tmp_path / "dir.npz")], "is a directory"),
+        ([str(text)], "unsupported file type '.txt'; expected .npz: arrays 'z' [N, d] and 'labels' [N]"),
+        ([str(tmp_path)], "unsupported file type '(none)'"),
+        ([str(tmp_path / "text.npz")], "not a readable .npz archive"),
+        ([str(tmp_path / "single.npy")], "holds z only; give the labels with --labels"),
         ([_save(tmp_path / "noz.npz", labels=y)], "no array 'z' in the archive (found 'labels')"),
         ([_save(tmp_path / "nolab.npz", z=z)], "no array 'labels'"),
         ([_save(tmp_path / "nan.npz", z=nan_z, labels=y)], "z must contain only finite values"),
@@ -216,7 +220,7 @@ def test_metrics_invalid_input_exits_2_with_one_line(tmp_path, capsys):
         ([_save(tmp_path / "one.npz", z=z, labels=np.zeros(6, int))], "at least 2 classes"),
         ([_save(tmp_path / "flat.npz", z=z[:, 0], labels=y)], "z must be a 2-D array"),
         ([_save(tmp_path / "float.npz", z=z, labels=y + 0.5)], "labels must hold integers"),
-        ([_save(tmp_path / "obj.npz", z=np.array([object()] * 6), labels=y)], "cannot read its arrays"),
+        ([_save(tmp_path / "obj.npz", z=np.array([object()] * 6), labels=y)], "cannot read its arrays without unpickling"),
         ([_save(tmp_path / "gap.npz", z=z, labels=np.array([0, 0, 1, 1, 3, 3])), "--classes", "4"],
          "class 2 has no sample (num_classes=4)"),
         ([_save(tmp_path / "big.npz", z=z, labels=y), "--classes", "2"], "labels must lie in 0..1"),
@@ -244,10 +248,123 @@ def test_metrics_console_script(embeddings, tmp_path):
 
 
 def test_nc_value_choices_match_the_library():
-    # The subcommand repeats the choice lists so that `ncgeom --help` does not import scipy; they must
-    # not drift from the library's.
-    from ncgeom.cli import nc_value as cli
-    from ncgeom.losses import PSI_NAMES
-    from ncgeom.theory import SETTINGS
+    # The subcommand offers exactly the library's vocabulary (ncgeom.vocabulary), in its order.
+    import argparse
 
-    assert cli.SETTINGS == SETTINGS and cli.LOSSES == PSI_NAMES
+    from ncgeom.cli import nc_value
+    from ncgeom.vocabulary import PSI_NAMES, SETTINGS
+
+    subparsers = argparse.ArgumentParser().add_subparsers()
+    nc_value.register(subparsers)
+    sub = subparsers.choices["nc-value"]
+    choices = {a.dest: tuple(a.choices) for a in sub._actions if a.choices}
+    assert choices == {"setting": SETTINGS, "loss": PSI_NAMES}
+
+
+# ------------------------------------------------------------------ metrics: input formats
+def _metrics_json(argv, capsys):
+    code, out, err = run_main(["metrics", *argv, "--json"], capsys)
+    assert code == 0 and err == "", err
+    return json.loads(out)
+
+
+def _write_csv(path, rows, header=None):
+    lines = [",".join(header)] if header else []
+    lines += [",".join(repr(float(x)) if isinstance(x, (float, np.floating)) else str(x) for x in row) for row in rows]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_metrics_every_format_gives_the_library_values(embeddings, tmp_path, capsys):
+    import torch
+
+    _, z, y = embeddings
+    expected = nc_metrics(z, y).to_dict()
+    np.save(tmp_path / "z.npy", z)
+    np.save(tmp_path / "y.npy", y)
+    torch.save({"z": torch.from_numpy(z), "labels": torch.from_numpy(y)}, tmp_path / "dict.pt")
+    torch.save(torch.from_numpy(z), tmp_path / "z.pt")
+    torch.save(torch.from_numpy(y), tmp_path / "y.pt")
+    # repr(float) round-trips exactly, so the CSV inputs are bit-identical to z
+    with_label = _write_csv(tmp_path / "with_label.csv", [[*row, int(lab)] for row, lab in zip(z, y)],
+                            header=[f"z{i}" for i in range(z.shape[1])] + ["label"])
+    labels_first = _write_csv(tmp_path / "labels_first.csv", [[int(lab), *row] for row, lab in zip(z, y)],
+                              header=["labels"] + [f"z{i}" for i in range(z.shape[1])])
+    bare = _write_csv(tmp_path / "bare.csv", z)
+    y_csv = _write_csv(tmp_path / "y.csv", [[int(lab)] for lab in y], header=["label"])
+    cases = [
+        [str(tmp_path / "z.npy"), "--labels", str(tmp_path / "y.npy")],
+        [str(tmp_path / "dict.pt")],
+        [str(tmp_path / "z.pt"), "--labels", str(tmp_path / "y.pt")],
+        [str(tmp_path / "z.pt"), "--labels", str(tmp_path / "y.npy")],
+        [with_label],
+        [labels_first],
+        [bare, "--labels", y_csv],
+        [str(tmp_path / "z.npy"), "--labels", y_csv],
+    ]
+    for argv in cases:
+        assert _metrics_json(argv, capsys) == expected, argv
+
+
+def test_metrics_pt_float32_is_read_in_float64(tmp_path, capsys):
+    import torch
+
+    z32 = torch.randn(12, 3, generator=torch.Generator().manual_seed(0))
+    y = torch.arange(12) % 3
+    torch.save({"z": z32, "labels": y}, tmp_path / "f32.pt")
+    assert _metrics_json([str(tmp_path / "f32.pt")], capsys) == nc_metrics(z32.double().numpy(), y.numpy()).to_dict()
+
+
+class _Evil:
+    """Unpickling this would call print: a .pt file must never be unpickled beyond tensors."""
+
+    def __reduce__(self):
+        return (print, ("unpickled!",))
+
+
+def test_metrics_format_errors_exit_2_with_one_line(tmp_path, capsys):
+    import torch
+
+    rng = np.random.default_rng(3)
+    z, y = rng.standard_normal((6, 3)), np.array([0, 0, 1, 1, 2, 2])
+    np.save(tmp_path / "z.npy", z)
+    np.save(tmp_path / "y5.npy", y[:5])
+    np.save(tmp_path / "obj.npy", np.array([object()] * 6))
+    np.savez(tmp_path / "ok.npz", z=z, labels=y)
+    torch.save({"z": torch.from_numpy(z), "targets": torch.from_numpy(y)}, tmp_path / "wrongkey.pt")
+    torch.save({"z": torch.from_numpy(z), "labels": y.tolist()}, tmp_path / "list.pt")
+    torch.save(torch.from_numpy(z), tmp_path / "z.pt")
+    torch.save([1, 2], tmp_path / "a_list.pt")
+    torch.save({"z": torch.from_numpy(z), "labels": _Evil()}, tmp_path / "evil.pt")
+    (tmp_path / "garbage.pt").write_bytes(b"not a torch file")
+    torch.save({"z": torch.from_numpy(z), "labels": torch.from_numpy(y)}, tmp_path / "labels_dict.pt")
+    cases = [
+        ([str(tmp_path / "z.npy"), "--labels", str(tmp_path / "y5.npy")], "labels has length 5 but z has 6 rows"),
+        ([str(tmp_path / "obj.npy"), "--labels", str(tmp_path / "y5.npy")], "not a readable .npy array without unpickling"),
+        ([str(tmp_path / "z.npy"), "--labels", str(tmp_path / "y.txt")], "--labels "),
+        ([str(tmp_path / "z.npy"), "--labels", str(tmp_path / "nope.npy")], "no such file"),
+        ([str(tmp_path / "ok.npz"), "--labels", str(tmp_path / "y5.npy")], "the file has its own labels"),
+        ([str(tmp_path / "wrongkey.pt")], "no key 'labels' in the saved dict (found 'z', 'targets')"),
+        ([str(tmp_path / "list.pt")], "'labels' is a list, not a tensor"),
+        ([str(tmp_path / "z.pt")], "holds z only; give the labels with --labels"),
+        ([str(tmp_path / "a_list.pt")], "holds a list; expected torch.save of {'z'"),
+        ([str(tmp_path / "evil.pt")], "not readable with torch.load(weights_only=True)"),
+        ([str(tmp_path / "garbage.pt")], "not readable with torch.load(weights_only=True)"),
+        ([str(tmp_path / "z.pt"), "--labels", str(tmp_path / "labels_dict.pt")], "expected a tensor of labels"),
+        ([_write_csv(tmp_path / "short.csv", [[1.0, 2.0, 0], [3.0, 4.0, 1], [5.0, 6.0, 1]],
+                     header=["a", "b", "label"]), "--labels", str(tmp_path / "y5.npy")], "the file has its own labels"),
+        ([_write_csv(tmp_path / "nolab.csv", z, header=["a", "b", "c"])], "holds z only"),
+        ([_write_csv(tmp_path / "word.csv", [[1.0, "x", 0]] * 3, header=["a", "b", "label"])],
+         "line 2: 'x' is not a number"),
+        ([_write_csv(tmp_path / "ragged.csv", [[1.0, 2.0, 0], [1.0, 0]], header=["a", "b", "label"])],
+         "line 3 has 2 columns, the first line 3"),
+        ([_write_csv(tmp_path / "two.csv", [[1.0, 0, 0]], header=["a", "label", "labels"])],
+         "more than one labels column"),
+        ([_write_csv(tmp_path / "len.csv", z), "--labels", str(tmp_path / "y5.npy")], "labels has length 5 but z"),
+        ([str(tmp_path / "z.npy"), "--labels", _write_csv(tmp_path / "wide.csv", z)], "3 columns; expected one column"),
+        ([_write_csv(tmp_path / "empty.csv", [])], "empty"),
+    ]
+    for argv, fragment in cases:
+        code, out, err = run_main(["metrics", *argv], capsys)
+        assert "unpickled!" not in out + err
+        assert_usage_error(code, out, err, "metrics", fragment)

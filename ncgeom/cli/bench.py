@@ -7,6 +7,10 @@ Example: ``ncgeom bench --batch-sizes 1024 4096 --repeats 5 --threads 1 --out be
 from __future__ import annotations
 
 import argparse
+import sys
+
+from ncgeom.atomic_io import atomic_write_json
+from ncgeom.validate import require_int, require_real
 
 __all__ = ["register", "handler"]
 
@@ -21,28 +25,31 @@ def register(subparsers) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1024, 4096, 16384], metavar="B")
-    parser.add_argument("--dim", type=int, default=128)
-    parser.add_argument("--classes", type=int, default=10, help="labels uniform over this many classes")
-    parser.add_argument("--tau", type=float, default=0.5)
+    # the defaults (ncgeom.losses.kernels.bench.DEFAULT_*) fit in 2 GiB of memory and about a minute;
+    # they are restated here as literals so that `ncgeom --help` does not import torch
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1024, 4096, 8192], metavar="B",
+                        help="batch sizes [1024 4096 8192]; BENCHMARKS.md also uses 16384 (dense needs ~6 GiB there)")
+    parser.add_argument("--dim", type=int, default=128, help="embedding dimension [128]")
+    parser.add_argument("--classes", type=int, default=10, help="labels uniform over this many classes [10]")
+    parser.add_argument("--tau", type=float, default=0.5, help="temperature [0.5]")
     parser.add_argument("--methods", nargs="+", default=["floor", "dense", "blocked", "triton", "pml"],
                         help="subset of floor dense blocked triton pml pml_supcon (triton only on CUDA; "
                              "pml_supcon is a different loss, an O(B^2) speed yardstick)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed repetitions (median reported)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed repetitions (median reported) [3]")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--block-size", type=int, default=None)
-    parser.add_argument("--skip-dense-at", type=int, default=None, metavar="B",
-                        help="do not run the dense backend at batch sizes >= B")
+    parser.add_argument("--skip-dense-at", type=int, default=8192, metavar="B",
+                        help="do not run the dense backend at batch sizes >= B [8192: its B x B matrices need "
+                             "~1.7 GiB there]; give a size above the largest batch to run it everywhere")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (none either when stderr is not a terminal)")
     parser.add_argument("--out", default=None, help="write the result as JSON to this file")
 
 
 def handler(args) -> int:
-    import json
-
+    # torch is heavy: the benchmark module (which imports it) is loaded only when the command runs
     from ncgeom.losses.kernels.bench import METHODS, format_table, run_benchmark
-    from ncgeom.validate import require_int, require_real
 
     for b in args.batch_sizes:
         require_int("--batch-sizes", b, min_value=2)
@@ -59,18 +66,16 @@ def handler(args) -> int:
         require_int("--threads", args.threads, min_value=1)
     if args.block_size is not None:
         require_int("--block-size", args.block_size, min_value=1)
-    if args.skip_dense_at is not None:
-        require_int("--skip-dense-at", args.skip_dense_at, min_value=2)
-    skip = {"dense": args.skip_dense_at} if args.skip_dense_at is not None else {}
+    require_int("--skip-dense-at", args.skip_dense_at, min_value=2)
     _check_device(args.device)
     result = run_benchmark(batch_sizes=tuple(args.batch_sizes), dim=args.dim, num_classes=args.classes, tau=args.tau,
                            methods=tuple(args.methods), repeats=args.repeats, device=args.device,
-                           block_size=args.block_size, memory=not args.no_memory, skip=skip, threads=args.threads)
+                           block_size=args.block_size, memory=not args.no_memory,
+                           skip={"dense": args.skip_dense_at}, threads=args.threads,
+                           progress=not args.quiet and sys.stderr.isatty())
     print(format_table(result))
     if args.out:
-        from ncgeom.atomic_io import atomic_write_text
-
-        atomic_write_text(args.out, json.dumps(result.to_dict(), indent=2) + "\n")
+        atomic_write_json(args.out, result.to_dict())
     return 0
 
 

@@ -1,34 +1,72 @@
-"""``ncgeom metrics``: the NC / DC metrics of theory.md section 8 for embeddings saved as .npz.
+"""``ncgeom metrics``: the NC / DC metrics of docs/theory.md, section 8 for saved embeddings.
 
-The file holds ``z`` [N, d] (embeddings) and ``labels`` [N] (integers), e.g.
-``np.savez("emb.npz", z=z, labels=labels)``. By default the classes are the distinct labels (any
-integers; a class absent from the file is simply not there). With ``--classes C`` the labels must be
+Input formats (by the file's extension; nothing is ever unpickled):
+
+``.npz``
+    Arrays ``z`` [N, d] and ``labels`` [N]: ``np.savez("emb.npz", z=z, labels=labels)``.
+``.npy``
+    The array ``z`` [N, d] alone (``np.save``); the labels come from ``--labels FILE``.
+``.pt``
+    ``torch.save`` of a dict ``{"z": tensor [N, d], "labels": tensor [N]}``, or of the tensor ``z``
+    alone (labels from ``--labels``). Read with ``torch.load(weights_only=True)``.
+``.csv``
+    One row per sample, numeric columns. With a header, a column named ``label`` or ``labels`` holds the
+    labels and every other column is a coordinate of z; without one (or without such a column), every
+    column is a coordinate and the labels come from ``--labels``.
+
+``--labels FILE`` is a ``.npy`` array, a ``.pt`` tensor or a one-column ``.csv`` of N integers; it is
+required for the tensor-only formats above and refused where the file has its own labels. ``.npy``
+files are read with ``allow_pickle=False``.
+
+By default the classes are the distinct labels (any integers). With ``--classes C`` the labels must be
 exactly 0..C-1 and every class must have a sample; a missing class is an error naming it.
 
 ``--json`` prints one object with exactly the metric names as keys (``spectrum`` a list; an undefined
-metric, e.g. nc1 when all class means coincide, is ``null``).
+metric, e.g. nc1 when all class means coincide, is ``null``). Every bad input is one line naming the file
+and what was expected, with exit code 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import csv
 import math
+import pickle
+import zipfile
+from pathlib import Path
 
+import numpy as np
+
+from ncgeom.atomic_io import dumps_json
 from ncgeom.cli.main import UsageError
+from ncgeom.metrics import nc_metrics
+from ncgeom.validate import require_int
 
-__all__ = ["register", "run", "load_npz"]
+__all__ = ["register", "run", "load_embeddings", "FORMATS"]
+
+FORMATS: tuple[str, ...] = (".npz", ".npy", ".pt", ".csv")
+LABEL_COLUMNS: tuple[str, ...] = ("label", "labels")
+_EXPECTED = {
+    ".npz": "arrays 'z' [N, d] and 'labels' [N] (np.savez(path, z=..., labels=...))",
+    ".npy": "one numeric array z [N, d] (np.save), labels via --labels",
+    ".pt": "torch.save of {'z': tensor [N, d], 'labels': tensor [N]} or of the tensor z (labels via --labels)",
+    ".csv": "numeric columns, labels in a column named 'label' or 'labels' or via --labels",
+}
+# what numpy raises on a file that is not the array/archive it claims to be
+_NUMPY_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError, KeyError)
 
 
 def register(subparsers) -> None:
     """Add the ``metrics`` subcommand to ``subparsers``."""
     p = subparsers.add_parser(
         "metrics",
-        help="NC / DC metrics of embeddings in an .npz file (theory.md section 8)",
-        description="Neural-collapse and dimensional-collapse metrics of the arrays z [N, d] and labels [N] "
-        "stored in an .npz file (np.savez(path, z=..., labels=...)).",
+        help="NC / DC metrics of saved embeddings (.npz, .npy, .pt, .csv; docs/theory.md, section 8)",
+        description="Neural-collapse and dimensional-collapse metrics of embeddings z [N, d] with labels [N]. "
+        + " ".join(f"{ext}: {text}." for ext, text in _EXPECTED.items()),
     )
-    p.add_argument("file", metavar="FILE.npz", help="archive with arrays 'z' [N, d] and 'labels' [N]")
+    p.add_argument("file", metavar="FILE", help="embeddings: " + ", ".join(FORMATS))
+    p.add_argument("--labels", metavar="LABELS", default=None,
+                   help="labels [N] (.npy, .pt or one-column .csv) for a file holding z only (.npy, .pt tensor, .csv)")
     p.add_argument(
         "--classes", type=int, default=None, metavar="C",
         help="require labels 0..C-1 with every class present (default: the distinct labels)",
@@ -37,53 +75,177 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def load_npz(path: str):
-    """Return ``(z, labels)`` from an .npz archive, or raise UsageError saying what is wrong."""
-    import pickle
-    import zipfile
-    from pathlib import Path
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{exc.__class__.__name__}: {lines[0] if lines else ''}"
 
-    import numpy as np
 
+def _check_file(path: str) -> Path:
     p = Path(path)
     if not p.exists():
         raise UsageError(f"{path}: no such file")
     if p.is_dir():
-        raise UsageError(f"{path}: is a directory, not an .npz file")
-    bad = (OSError, ValueError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError, KeyError)
+        raise UsageError(f"{path}: is a directory, not a file")
+    return p
+
+
+def _suffix(path: str) -> str:
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        expected = "; ".join(f"{ext}: {text}" for ext, text in _EXPECTED.items())
+        raise UsageError(f"{path}: unsupported file type {suffix or '(none)'!r}; expected {expected}")
+    return suffix
+
+
+def _load_npy(path: str) -> np.ndarray:
     try:
-        data = np.load(p, allow_pickle=False)
-    except bad as exc:
-        raise UsageError(f"{path}: not a readable .npz archive ({exc.__class__.__name__}: {exc})") from None
+        array = np.load(_check_file(path), allow_pickle=False)
+    except _NUMPY_ERRORS as exc:
+        raise UsageError(f"{path}: not a readable .npy array without unpickling ({_one_line(exc)}); "
+                         f"expected {_EXPECTED['.npy']}") from None
+    if not isinstance(array, np.ndarray):
+        raise UsageError(f"{path}: an .npz archive saved as .npy; expected {_EXPECTED['.npy']}")
+    return array
+
+
+def _load_npz(path: str) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        data = np.load(_check_file(path), allow_pickle=False)
+    except _NUMPY_ERRORS as exc:
+        raise UsageError(f"{path}: not a readable .npz archive ({_one_line(exc)}); expected {_EXPECTED['.npz']}") from None
     if not isinstance(data, np.lib.npyio.NpzFile):
-        raise UsageError(f"{path}: not an .npz archive (a single array); save with np.savez(path, z=..., labels=...)")
+        raise UsageError(f"{path}: a single array, not an .npz archive; expected {_EXPECTED['.npz']}")
     with data:
         for key in ("z", "labels"):
             if key not in data.files:
                 found = ", ".join(repr(f) for f in data.files) or "nothing"
-                raise UsageError(f"{path}: no array {key!r} in the archive (found {found})")
+                raise UsageError(f"{path}: no array {key!r} in the archive (found {found}); expected {_EXPECTED['.npz']}")
         try:
             return data["z"], data["labels"]
-        except bad as exc:
-            raise UsageError(f"{path}: cannot read its arrays ({exc.__class__.__name__}: {exc})") from None
+        except _NUMPY_ERRORS as exc:
+            raise UsageError(f"{path}: cannot read its arrays without unpickling ({_one_line(exc)}); "
+                             f"expected numeric {_EXPECTED['.npz']}") from None
+
+
+def _load_pt(path: str):
+    """The object of a torch.save file: a tensor or a dict {"z", "labels"} of tensors (numpy arrays out)."""
+    import torch  # heavy: only for .pt files
+
+    try:
+        obj = torch.load(_check_file(path), map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, OSError, EOFError, ValueError, AttributeError) as exc:
+        raise UsageError(f"{path}: not readable with torch.load(weights_only=True) ({_one_line(exc)}); "
+                         f"expected {_EXPECTED['.pt']}") from None
+
+    def array(value, what: str) -> np.ndarray:
+        if not isinstance(value, torch.Tensor):
+            raise UsageError(f"{path}: {what} is a {type(value).__name__}, not a tensor; expected {_EXPECTED['.pt']}")
+        value = value.detach().cpu()
+        return (value.to(torch.float64) if value.is_floating_point() else value).numpy()
+
+    if isinstance(obj, torch.Tensor):
+        return array(obj, "the saved object"), None
+    if isinstance(obj, dict):
+        missing = [k for k in ("z", "labels") if k not in obj]
+        if missing:
+            found = ", ".join(repr(k) for k in obj) or "nothing"
+            raise UsageError(f"{path}: no key {missing[0]!r} in the saved dict (found {found}); "
+                             f"expected {_EXPECTED['.pt']}")
+        return array(obj["z"], "'z'"), array(obj["labels"], "'labels'")
+    raise UsageError(f"{path}: holds a {type(obj).__name__}; expected {_EXPECTED['.pt']}")
+
+
+def _load_csv(path: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """(z, labels or None) from a CSV file; the header row is optional (see the module docstring)."""
+    try:
+        with open(_check_file(path), newline="") as fh:
+            rows = [row for row in csv.reader(fh) if any(cell.strip() for cell in row)]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise UsageError(f"{path}: not a readable CSV file ({_one_line(exc)}); expected {_EXPECTED['.csv']}") from None
+    if not rows:
+        raise UsageError(f"{path}: empty; expected {_EXPECTED['.csv']}")
+    header = None if all(_is_number(cell) for cell in rows[0]) else [cell.strip() for cell in rows[0]]
+    body = rows if header is None else rows[1:]
+    width = len(rows[0])
+    for number, row in enumerate(body, start=1 if header is None else 2):
+        if len(row) != width:
+            raise UsageError(f"{path}: line {number} has {len(row)} columns, the first line {width}")
+        bad = [cell for cell in row if not _is_number(cell)]
+        if bad:
+            raise UsageError(f"{path}: line {number}: {bad[0].strip()!r} is not a number; expected {_EXPECTED['.csv']}")
+    values = np.array([[float(cell) for cell in row] for row in body], dtype=np.float64).reshape(len(body), width)
+    names = header or []
+    label_columns = [i for i, name in enumerate(names) if name.lower() in LABEL_COLUMNS]
+    if len(label_columns) > 1:
+        raise UsageError(f"{path}: more than one labels column ({', '.join(names[i] for i in label_columns)})")
+    if not label_columns:
+        return values, None
+    i = label_columns[0]
+    return np.delete(values, i, axis=1), values[:, i]
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
+def _load_labels(path: str) -> np.ndarray:
+    suffix = Path(path).suffix.lower()
+    if suffix == ".npy":
+        return _load_npy(path)
+    if suffix == ".pt":
+        labels, extra = _load_pt(path)
+        if extra is not None:
+            raise UsageError(f"--labels {path}: a dict of z and labels; expected a tensor of labels [N]")
+        return labels
+    if suffix == ".csv":
+        values, labels = _load_csv(path)
+        if labels is not None:
+            return labels
+        if values.shape[1] != 1:
+            raise UsageError(f"--labels {path}: {values.shape[1]} columns; expected one column of labels [N]")
+        return values[:, 0]
+    raise UsageError(f"--labels {path}: unsupported file type {suffix or '(none)'!r}; expected .npy, .pt or .csv")
+
+
+def load_embeddings(path: str, labels_path: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(z, labels)`` from ``path`` (and ``labels_path``), or raise UsageError saying what is wrong.
+
+    See the module docstring for the formats. Labels stored as floats (CSV) are returned as they are:
+    :func:`ncgeom.metrics.nc_metrics` accepts integral values and rejects others.
+    """
+    suffix = _suffix(path)
+    if suffix == ".npz":
+        z, labels = _load_npz(path)
+    elif suffix == ".npy":
+        z, labels = _load_npy(path), None
+    elif suffix == ".pt":
+        z, labels = _load_pt(path)
+    else:
+        z, labels = _load_csv(path)
+    if labels is not None and labels_path is not None:
+        raise UsageError(f"{path}: the file has its own labels; --labels is only for files holding z alone")
+    if labels is None:
+        if labels_path is None:
+            raise UsageError(f"{path}: holds z only; give the labels with --labels FILE (.npy, .pt or .csv)")
+        labels = _load_labels(labels_path)
+    return z, labels
 
 
 def run(args: argparse.Namespace) -> int:
     """Handler: load, compute :func:`ncgeom.metrics.nc_metrics`, print; returns the exit code 0."""
-    import numpy as np
-
-    from ncgeom.metrics import nc_metrics
-    from ncgeom.validate import require_int
-
     classes = None if args.classes is None else require_int("--classes", args.classes, min_value=2)
-    z, labels = load_npz(args.file)
+    z, labels = load_embeddings(args.file, args.labels)
     try:
         metrics = nc_metrics(z, labels, num_classes=classes)
     except ValueError as exc:
         raise UsageError(f"{args.file}: {exc}") from None
     values = metrics.to_dict()
     if args.json:
-        print(json.dumps({k: _json_safe(v) for k, v in values.items()}, indent=2, allow_nan=False))
+        print(dumps_json(values))
         return 0
     n, d = z.shape
     c = np.unique(labels).size
@@ -91,22 +253,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _json_safe(v):
-    if isinstance(v, list):
-        return [_json_safe(x) for x in v]
-    return None if isinstance(v, float) and math.isnan(v) else v
-
-
 def _fmt(v: float) -> str:
     return "nan (undefined)" if math.isnan(v) else f"{v:.6g}"
 
 
 def _spectrum_lines(spec: list[float]) -> list[str]:
-    import numpy as np
-
     s = np.asarray(spec)
     if s.size == 0 or np.isnan(s).any():
         return ["nan (undefined: all class means coincide)"]
+
     def join(values) -> str:
         return " ".join(f"{x:.3g}" for x in values)
 

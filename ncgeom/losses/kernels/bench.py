@@ -35,12 +35,18 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Literal, cast
 
 import torch
+from tqdm import tqdm
 
-__all__ = ["BenchRow", "BenchResult", "run_benchmark", "measure_peak_memory", "format_table", "METHODS", "pml_pair_matrix_bytes"]
+from ncgeom.losses import batch_loss
+
+__all__ = ["BenchRow", "BenchResult", "run_benchmark", "measure_peak_memory", "format_table", "METHODS",
+           "DEFAULT_BATCH_SIZES", "DEFAULT_METHODS", "DEFAULT_SKIP", "DEFAULT_REPEATS", "pml_pair_matrix_bytes"]
 
 METHODS: tuple[str, ...] = ("floor", "dense", "blocked", "triton", "pml", "pml_supcon")
+_Backend = Literal["dense", "blocked", "triton"]  # the METHODS that are ncgeom backends
 
 
 @dataclass(frozen=True)
@@ -91,9 +97,8 @@ def _step(method: str, z: torch.Tensor, labels: torch.Tensor, tau: float, block_
 
         loss = losses.SupConLoss(temperature=tau, distance=distances.CosineSimilarity())(x, labels)
     else:
-        from ncgeom.losses import batch_loss
-
-        loss = batch_loss(x, labels, "scl", tau=tau, num_negatives="batch", backend=method, block_size=block_size)
+        loss = batch_loss(x, labels, "scl", tau=tau, num_negatives="batch", backend=cast(_Backend, method),
+                          block_size=block_size)
     loss.backward()
 
 
@@ -115,18 +120,31 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+# The probe's program is fixed text; its parameters travel as JSON on stdin (data, never pasted into code).
+_PROBE_CODE = "from ncgeom.losses.kernels.bench import _memory_probe_main; _memory_probe_main()"
+_PROBE_KEYS = ("method", "batch_size", "dim", "num_classes", "tau", "device", "block_size")
+
+
 def measure_peak_memory(method: str, batch_size: int, *, dim: int = 128, num_classes: int = 10, tau: float = 0.5,
                         device: str = "cpu", block_size: int | None = None) -> float:
     """Peak extra memory (MiB) of one forward + backward, measured in a fresh subprocess (see module doc)."""
-    code = (
-        "import json, sys; from ncgeom.losses.kernels.bench import _memory_child; "
-        f"print(json.dumps(_memory_child({method!r}, {batch_size}, {dim}, {num_classes}, {tau}, {device!r}, "
-        f"{block_size!r})))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    params = {"method": method, "batch_size": batch_size, "dim": dim, "num_classes": num_classes, "tau": tau,
+              "device": device, "block_size": block_size}
+    out = subprocess.run([sys.executable, "-c", _PROBE_CODE], input=json.dumps(params), capture_output=True,
+                         text=True, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"memory probe for {method} B={batch_size} failed: {out.stderr.strip()[-500:]}")
     return float(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _memory_probe_main() -> None:
+    """Entry point of the probe subprocess: parameters as a JSON object on stdin, the MiB as JSON on stdout."""
+    params = json.loads(sys.stdin.read())
+    if not isinstance(params, dict) or set(params) != set(_PROBE_KEYS):
+        raise ValueError(f"memory probe: stdin must be a JSON object with keys {', '.join(_PROBE_KEYS)}")
+    if params["method"] not in METHODS:
+        raise ValueError(f"memory probe: method must be among {', '.join(METHODS)}, got {params['method']!r}")
+    print(json.dumps(_memory_child(**params)))
 
 
 def _memory_child(method, batch_size, dim, num_classes, tau, device, block_size) -> float:
@@ -171,45 +189,65 @@ def _status_kib(key: str) -> int:
     raise OSError(f"{key} not in /proc/self/status")
 
 
+# Defaults sized for a laptop or a 2-core CI machine: peak resident memory under 2 GiB (the dense backend's
+# B x B matrices are ~1.7 GiB at B = 8192 and ~6 GiB at B = 16384, hence the skip) and about a minute of
+# wall time. BENCHMARKS.md records larger runs (--batch-sizes ... 16384).
+DEFAULT_BATCH_SIZES: tuple[int, ...] = (1024, 4096, 8192)
+DEFAULT_METHODS: tuple[str, ...] = ("floor", "dense", "blocked", "triton", "pml")
+DEFAULT_SKIP: dict[str, int] = {"dense": 8192}
+DEFAULT_REPEATS = 3
+
+
 def run_benchmark(
     *,
-    batch_sizes=(1024, 4096, 16384),
+    batch_sizes=DEFAULT_BATCH_SIZES,
     dim: int = 128,
     num_classes: int = 10,
     tau: float = 0.5,
-    methods=("floor", "dense", "blocked", "triton", "pml"),
-    repeats: int = 5,
+    methods=DEFAULT_METHODS,
+    repeats: int = DEFAULT_REPEATS,
     device: str = "cpu",
     block_size: int | None = None,
     memory: bool = True,
     skip: dict | None = None,
     threads: int | None = None,
-    progress=None,
+    progress: bool = False,
 ) -> BenchResult:
     """Time (and measure the memory of) every method at every batch size (see the module docstring).
 
-    ``skip`` maps a method to the smallest batch size at which it is not run (e.g. {"dense": 16384}),
-    with the reason recorded in the row's note. "triton" is dropped unless ``device`` is CUDA.
+    ``skip`` maps a method to the smallest batch size at which it is not run (default
+    ``DEFAULT_SKIP``; ``{}`` runs everything), with the reason recorded in the row's note. "triton" is
+    dropped unless ``device`` is CUDA. ``progress``: a tqdm bar on stderr, one tick per timed step and
+    per memory probe.
     """
-    skip = dict(skip or {})
+    skip = dict(DEFAULT_SKIP if skip is None else skip)
     if threads is not None:
         torch.set_num_threads(threads)
     if not device.startswith("cuda"):
         methods = tuple(m for m in methods if m != "triton")
-    rows = []
+    plan = []  # (size, notes): which methods are not run at each size, and why
     for size in batch_sizes:
-        z, labels = _inputs(size, dim, num_classes, device)
+        labels = _inputs(size, dim, num_classes, "cpu")[1]
         notes = {m: f"skipped at B >= {skip[m]} (memory/time)" for m in methods if m in skip and size >= skip[m]}
         if "pml" in methods and pml_pair_matrix_bytes(labels) > PML_LIMIT_BYTES:
             notes["pml"] = (f"not run: NTXentLoss with labels allocates a [pos pairs x neg pairs] matrix, "
                             f"{pml_pair_matrix_bytes(labels) / 2**30:.0f} GiB here")
+        plan.append((size, notes))
+    total = sum((len(methods) - len(notes)) * (1 + repeats + int(memory)) for _, notes in plan)
+    bar = tqdm(total=total, desc="ncgeom bench", unit="step", file=sys.stderr, disable=not progress, leave=False)
+    rows = []
+    for size, notes in plan:
+        z, labels = _inputs(size, dim, num_classes, device)
         active = [m for m in methods if m not in notes]
-        times = {m: [] for m in active}
-        cpu = {m: [] for m in active}
+        times: dict[str, list[float]] = {m: [] for m in active}
+        cpu: dict[str, list[float]] = {m: [] for m in active}
+        bar.set_postfix_str(f"B={size} warm-up")
         for m in active:  # warm-up
             _step(m, z, labels, tau, block_size)
+            bar.update()
         _sync(device)
         for rep in range(repeats):
+            bar.set_postfix_str(f"B={size} repetition {rep + 1}/{repeats}")
             for m in active:
                 _sync(device)
                 t0, c0 = time.perf_counter(), time.process_time()
@@ -217,22 +255,27 @@ def run_benchmark(
                 _sync(device)
                 times[m].append(time.perf_counter() - t0)
                 cpu[m].append(time.process_time() - c0)
-            if progress:
-                progress(f"B={size} repetition {rep + 1}/{repeats}")
+                bar.update()
+        del z, labels  # the memory probes run in subprocesses; free this size's inputs first
         for m in methods:
             if m not in active:
                 rows.append(BenchRow(m, size, None, None, None, None, None, note=notes[m]))
                 continue
             ratios = [t / f for t, f in zip(times[m], times["floor"])] if "floor" in times else []
             cpu_ratios = [t / f for t, f in zip(cpu[m], cpu["floor"])] if "floor" in cpu else []
-            mem = measure_peak_memory(m, size, dim=dim, num_classes=num_classes, tau=tau, device=device,
-                                      block_size=block_size) if memory else None
+            mem = None
+            if memory:
+                bar.set_postfix_str(f"B={size} memory probe {m}")
+                mem = measure_peak_memory(m, size, dim=dim, num_classes=num_classes, tau=tau, device=device,
+                                          block_size=block_size)
+                bar.update()
             rows.append(BenchRow(m, size, statistics.median(times[m]), statistics.median(ratios) if ratios else None,
                                  statistics.median(cpu[m]), statistics.median(cpu_ratios) if cpu_ratios else None,
                                  mem))
+    bar.close()
     config = {
         "dim": dim, "num_classes": num_classes, "tau": tau, "repeats": repeats, "device": device,
-        "block_size": block_size, "dtype": "float32", "torch": torch.__version__, "batch_sizes": list(batch_sizes),
+        "block_size": block_size, "skip": skip, "dtype": "float32", "torch": torch.__version__, "batch_sizes": list(batch_sizes),
         "threads": torch.get_num_threads(), "machine": platform.processor() or platform.machine(),
         "platform": platform.platform(), "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
     }
