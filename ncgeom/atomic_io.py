@@ -1,21 +1,28 @@
-"""Atomic file writes: a result on disk is either the old complete file or the new complete file.
+"""Atomic file writes and the one JSON conversion of ncgeom.
+
+A result on disk is either the old complete file or the new complete file.
 
 Every result file ncgeom writes (run directories, sweeps, the reproduction pipeline) goes through
 :func:`atomic_write_bytes`: the bytes are
 written to a temporary file in the same directory, flushed and fsync'ed, then moved over the target
 with :func:`os.replace` (atomic on POSIX and Windows). An interrupted run therefore never leaves a
 truncated JSON, PNG or report behind, and nothing already written is lost.
+
+Every JSON value ncgeom writes goes through :func:`jsonable` (strict JSON: NaN and infinities become
+null, numpy scalars and arrays become Python numbers and lists, paths become strings), so no file or
+``--json`` output ever contains ``NaN`` or ``Infinity``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "read_json"]
+__all__ = ["jsonable", "dumps_json", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "read_json"]
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
@@ -50,9 +57,14 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def dumps_json(obj: Any, *, indent: int | None = 2) -> str:
+    """``obj`` as strict JSON text (:func:`jsonable` first; ``allow_nan=False`` as a guard)."""
+    return json.dumps(jsonable(obj), indent=indent, sort_keys=False, allow_nan=False)
+
+
 def atomic_write_json(path: str | Path, obj: Any) -> Path:
-    """Write ``obj`` as indented JSON (NaN/inf written as null) to ``path`` atomically."""
-    return atomic_write_text(path, json.dumps(_finite(obj), indent=2, sort_keys=False) + "\n")
+    """Write ``obj`` as indented strict JSON (NaN/inf written as null) to ``path`` atomically."""
+    return atomic_write_text(path, dumps_json(obj) + "\n")
 
 
 def read_json(path: str | Path) -> Any:
@@ -61,16 +73,18 @@ def read_json(path: str | Path) -> Any:
         return json.load(handle)
 
 
-def _finite(obj: Any) -> Any:
-    """Replace non-finite floats by None and numpy scalars/arrays by Python objects (strict JSON)."""
-    import math
+def jsonable(obj: Any) -> Any:
+    """A deep copy of ``obj`` that strict JSON accepts.
 
+    Non-finite floats become None; numpy (or torch) scalars and arrays become Python numbers and
+    lists (via ``tolist``); tuples become lists; mapping keys become strings; paths become strings.
+    """
     if isinstance(obj, dict):
-        return {str(k): _finite(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):  # numpy array or scalar
-        return _finite(obj.tolist())
+        return jsonable(obj.tolist())
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, Path):

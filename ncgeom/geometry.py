@@ -10,15 +10,12 @@ with eigenvalues C/(C-1) (multiplicity C-1) and 0.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 
 from ncgeom.validate import require_choice, require_finite_array, require_int, require_real
+from ncgeom.vocabulary import NORMALIZATIONS, Normalization
 
 __all__ = [
-    "Normalization",
-    "NORMALIZATIONS",
     "simplex_etf",
     "etf_gram",
     "etf_residual",
@@ -27,9 +24,6 @@ __all__ = [
     "random_orthogonal",
     "normalize",
 ]
-
-Normalization = Literal["none", "ball", "sphere"]
-NORMALIZATIONS: tuple[str, ...] = ("none", "ball", "sphere")
 
 
 def etf_gram(num_classes: int) -> np.ndarray:

@@ -20,12 +20,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from ncgeom.geometry import NORMALIZATIONS, normalize, simplex_etf
+from ncgeom.geometry import normalize, simplex_etf
 from ncgeom.validate import require_choice, require_int, require_real
+from ncgeom.vocabulary import MODEL_KINDS, NORMALIZATIONS, ModelKind, Normalization
 
 __all__ = [
-    "MODELS",
-    "ModelKind",
     "Normalize",
     "UnconstrainedFeatures",
     "LinearEncoder",
@@ -33,14 +32,11 @@ __all__ = [
     "build_model",
 ]
 
-ModelKind = Literal["unconstrained", "linear", "mlp"]
-MODELS: tuple[str, ...] = ("unconstrained", "linear", "mlp")
-
 
 class Normalize(nn.Module):
     """Feature normalization as a layer: ``none``, ``ball`` or ``sphere`` (theory.md section 1)."""
 
-    def __init__(self, mode: str = "sphere"):
+    def __init__(self, mode: Normalization = "sphere"):
         super().__init__()
         self.mode = require_choice("norm", mode, NORMALIZATIONS)
 
@@ -77,7 +73,7 @@ class UnconstrainedFeatures(nn.Module):
 
     takes_indices = True
 
-    def __init__(self, weight: torch.Tensor, *, norm: str = "sphere"):
+    def __init__(self, weight: torch.Tensor, *, norm: Normalization = "sphere"):
         super().__init__()
         if not isinstance(weight, torch.Tensor) or weight.ndim != 2:
             raise ValueError("weight must be a torch.Tensor [N, d]")
@@ -85,8 +81,8 @@ class UnconstrainedFeatures(nn.Module):
         self.norm = Normalize(norm)
 
     @classmethod
-    def random(cls, num_samples: int, dim: int, *, scale: float = 1.0, norm: str = "sphere",
-               generator: torch.Generator, dtype=torch.float32) -> "UnconstrainedFeatures":
+    def random(cls, num_samples: int, dim: int, *, scale: float = 1.0, norm: Normalization = "sphere",
+               generator: torch.Generator, dtype=torch.float32) -> UnconstrainedFeatures:
         """Features W_i ~ N(0, (scale^2 / d) I_d) drawn from ``generator``."""
         n = require_int("num_samples", num_samples, min_value=1)
         d = require_int("dim", dim, min_value=1)
@@ -95,8 +91,8 @@ class UnconstrainedFeatures(nn.Module):
         return cls(w, norm=norm)
 
     @classmethod
-    def near_nc(cls, labels, dim: int, *, noise: float, norm: str = "sphere", rng: np.random.Generator,
-                dtype=torch.float32) -> "UnconstrainedFeatures":
+    def near_nc(cls, labels, dim: int, *, noise: float, norm: Normalization = "sphere", rng: np.random.Generator,
+                dtype=torch.float32) -> UnconstrainedFeatures:
         """Features at a randomly rotated unit ETF of the classes plus Gaussian noise of size ``noise``."""
         y = np.asarray(labels)
         num_classes = int(y.max()) + 1
@@ -117,7 +113,7 @@ class LinearEncoder(nn.Module):
 
     takes_indices = False
 
-    def __init__(self, input_dim: int, dim: int, *, norm: str = "sphere", generator: torch.Generator,
+    def __init__(self, input_dim: int, dim: int, *, norm: Normalization = "sphere", generator: torch.Generator,
                  dtype=torch.float32):
         super().__init__()
         self.linear = _linear(require_int("input_dim", input_dim, min_value=1), require_int("dim", dim, min_value=1),
@@ -133,7 +129,7 @@ class MLPEncoder(nn.Module):
 
     takes_indices = False
 
-    def __init__(self, input_dim: int, dim: int, *, hidden_dim: int = 128, depth: int = 2, norm: str = "sphere",
+    def __init__(self, input_dim: int, dim: int, *, hidden_dim: int = 128, depth: int = 2, norm: Normalization = "sphere",
                  generator: torch.Generator, dtype=torch.float32):
         super().__init__()
         din = require_int("input_dim", input_dim, min_value=1)
@@ -154,13 +150,13 @@ class MLPEncoder(nn.Module):
         return self.norm(self.net(x))
 
 
-def build_model(kind: ModelKind, *, dim: int, norm: str = "sphere", num_samples: int | None = None,
+def build_model(kind: ModelKind, *, dim: int, norm: Normalization = "sphere", num_samples: int | None = None,
                 input_dim: int | None = None, labels=None, hidden_dim: int = 128, depth: int = 2,
                 init: Literal["random", "near_nc"] = "random", init_scale: float = 1.0, init_noise: float = 0.1,
                 generator: torch.Generator, rng: np.random.Generator | None = None,
                 dtype=torch.float32) -> nn.Module:
     """Build an encoder by name. ``init='near_nc'`` (unconstrained only) needs ``labels`` and ``rng``."""
-    kind = require_choice("model", kind, MODELS)
+    kind = require_choice("model", kind, MODEL_KINDS)
     init = require_choice("init", init, ("random", "near_nc"))
     if init == "near_nc" and kind != "unconstrained":
         raise ValueError("init='near_nc' is defined for model='unconstrained' only")

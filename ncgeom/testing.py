@@ -24,8 +24,10 @@ from hypothesis import strategies as st
 
 from ncgeom.geometry import simplex_etf
 from ncgeom.losses.eta import Eta, custom_eta, exponential_tilt
-from ncgeom.losses.psi import PSI_NAMES, Psi, make_psi
+from ncgeom.losses.psi import Psi, make_psi
 from ncgeom.population.model import FiniteLatentModel
+from ncgeom.validate import require_choice
+from ncgeom.vocabulary import DOMAINS, PSI_NAMES, Domain
 
 __all__ = [
     "EtfConfig",
@@ -102,14 +104,13 @@ def noisy_collapsed_embeddings(draw, *, max_classes: int = 5, max_per_class: int
     return NoisyCollapse(z, labels, float(sigma), cfg.num_classes)
 
 
-def finite_latent_models(*, max_classes: int = 3, max_points: int = 3, max_dim: int = 3, normalization: str = "ball", balanced: bool = True) -> st.SearchStrategy[FiniteLatentModel]:
+def finite_latent_models(*, max_classes: int = 3, max_points: int = 3, max_dim: int = 3, normalization: Domain = "ball", balanced: bool = True) -> st.SearchStrategy[FiniteLatentModel]:
     """Small finite latent-class models with points in the unit ball (``normalization="ball"``) or on
     the sphere (``"sphere"``): C in [2, max_classes], 1..max_points points per class, d in [1, max_dim],
     random within-class weights in [0.05, 1] (normalized), and a uniform prior (``balanced=True``) or a
     random positive one. On the sphere a drawn zero vector is replaced by e_1.
     """
-    if normalization not in ("ball", "sphere"):
-        raise ValueError(f"normalization must be 'ball' or 'sphere', got {normalization!r}")
+    normalization = require_choice("normalization", normalization, DOMAINS)
     return _finite_latent_models(max_classes=max_classes, max_points=max_points, max_dim=max_dim, normalization=normalization, balanced=balanced)
 
 

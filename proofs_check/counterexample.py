@@ -146,10 +146,8 @@ def gap_derivative_lower_bound(*, upper: float = 0.5, max_depth: int = 30,
     return float(min(lows)), pieces, True
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _exact_pair(num_classes: int):
-    import sympy as sp
-
     nc, nc_counts = instance_positive_loss_exact(etf_points_exact(num_classes))
     cp, cp_counts = instance_positive_loss_exact(cross_polytope_points_exact(num_classes - 1))
     return nc, cp, nc_counts, cp_counts
@@ -282,7 +280,7 @@ def search_configurations(*, dim: int, num_points: int, num_starts: int, generat
             opt = torch.optim.LBFGS([u], max_iter=max_iter, tolerance_grad=1e-12, tolerance_change=1e-15,
                                     line_search_fn="strong_wolfe")
 
-            def closure():
+            def closure(opt=opt, u=u):  # bound now: ruff B023 (called within this iteration anyway)
                 opt.zero_grad()
                 value = loss_of(u)
                 value.backward()

@@ -24,6 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ncgeom.vocabulary import SETTINGS, is_hard, is_supervised
 from proofs_check.records import CheckResult, timed
 
 __all__ = [
@@ -184,11 +185,11 @@ def model_loss(model: FiniteModel, setting: str, psi: Callable, *, num_negatives
     ``setting`` is ``scl`` or ``ucl`` (which negatives are eligible); ``eta`` = None is the plain law,
     otherwise the law is tilted by eta(S) (HSCL / HUCL).
     """
-    if setting not in ("scl", "ucl"):
+    if is_hard(setting):
         raise ValueError(f"setting must be 'scl' or 'ucl' (the tilt is given by eta), got {setting!r}")
     n, total = len(model.labels), Fraction(0)
     for i in range(n):
-        eligible = [j for j in range(n) if setting == "ucl" or model.labels[j] != model.labels[i]]
+        eligible = [j for j in range(n) if not is_supervised(setting) or model.labels[j] != model.labels[i]]
         weights = {j: (eta(model.gram[i][j]) if eta is not None else Fraction(1)) for j in eligible}
         if any(w < 0 for w in weights.values()):
             raise ValueError("eta must be >= 0")
@@ -249,7 +250,7 @@ def check_tilted_bound(*, rng: np.random.Generator, num_trials: int = 10, num_ne
         mdl = model(rng) if callable(model) else (model or random_model(rng=rng))
         ps = psi or random_monotone_psi(rng=rng)
         et = eta or random_monotone_eta(rng=rng)
-        for setting in ("scl", "ucl"):
+        for setting in (s for s in SETTINGS if not is_hard(s)):  # the tilt is eta, passed separately
             gap = model_loss(mdl, setting, ps, num_negatives=num_negatives, eta=et) - model_loss(mdl, setting, ps, num_negatives=num_negatives)
             gaps.append(gap)
             if gap < 0 and witness is None:

@@ -39,6 +39,8 @@ from typing import Any
 import numpy as np
 
 from ncgeom.geometry import gram_etf_residual, simplex_etf
+from ncgeom.losses import make_psi
+from ncgeom.theory import nc_value
 from ncgeom.threads import one_torch_thread
 from ncgeom.validate import require_int, require_real
 from proofs_check.records import CheckResult
@@ -203,9 +205,6 @@ def explore_hucl(
     """
     import torch
 
-    from ncgeom.losses import make_psi
-    from ncgeom.theory import nc_value
-
     c = require_int("num_classes", num_classes, min_value=2)
     k = require_int("num_negatives", num_negatives, min_value=1, max_value=3)
     starts = require_int("num_starts", num_starts, min_value=1)
@@ -225,7 +224,7 @@ def explore_hucl(
                 opt = torch.optim.LBFGS([u], max_iter=max_iter, tolerance_grad=1e-12, tolerance_change=1e-15,
                                         line_search_fn="strong_wolfe")
 
-                def closure():
+                def closure(opt=opt, u=u, beta=beta):  # bound now: ruff B023 (called within this iteration)
                     opt.zero_grad()
                     value = hucl_collapsed_loss(u, beta=beta, num_negatives=k, psi=loss_psi)
                     value.backward()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 __all__ = ["Status", "STATUSES", "CheckResult", "timed"]
@@ -40,7 +40,22 @@ class CheckResult:
             raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON object of this check (the record of ``verify/results.json`` and ``verify --json``)."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckResult:
+        """The inverse of :meth:`to_dict`; a missing or unknown key raises ValueError naming it."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a check record must be a JSON object, got {type(data).__name__}")
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"check record: unknown key(s) {', '.join(unknown)}; accepted: {', '.join(sorted(names))}")
+        missing = sorted(n for n in ("name", "statement", "method", "status") if n not in data)
+        if missing:
+            raise ValueError(f"check record: missing key(s) {', '.join(missing)}")
+        return cls(**data)
 
 
 def timed(fn: Callable[[], CheckResult]) -> Callable[[], CheckResult]:

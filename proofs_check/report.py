@@ -10,7 +10,6 @@ passes iff no row is ``fail`` (``unresolved`` and ``info`` do not fail it).
 from __future__ import annotations
 
 import importlib
-import math
 import time
 import traceback
 from collections import Counter
@@ -18,9 +17,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ncgeom.atomic_io import jsonable
+from ncgeom.provenance import provenance
 from proofs_check.records import CheckResult
 
-__all__ = ["CHECK_MODULES", "VerifyReport", "run_all", "key_numbers", "jsonable"]
+__all__ = ["CHECK_MODULES", "VerifyReport", "run_all", "key_numbers"]
 
 CHECK_MODULES: tuple[str, ...] = ("symbolic", "harris", "certificates", "counterexample", "hucl")
 
@@ -68,24 +69,24 @@ class VerifyReport:
             "provenance": self.provenance,
         })
 
-
-def jsonable(obj):
-    """Recursively convert numpy scalars/arrays, tuples and dataclasses to JSON types; NaN/inf -> None."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if hasattr(obj, "tolist"):  # numpy array or scalar
-        return jsonable(obj.tolist())
-    if isinstance(obj, bool) or obj is None or isinstance(obj, (int, str)):
-        return obj
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if hasattr(obj, "__dataclass_fields__"):
-        from dataclasses import asdict
-
-        return jsonable(asdict(obj))
-    return str(obj)
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> VerifyReport:
+        """The inverse of :meth:`to_dict`; an unknown or missing key, or inconsistent ``passed`` / ``counts``,
+        raises ValueError naming it."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a verify report must be a JSON object, got {type(data).__name__}")
+        known = {"checks", "passed", "quick", "seconds", "counts", "modules", "provenance"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"verify report: unknown key(s) {', '.join(unknown)}; accepted: {', '.join(sorted(known))}")
+        missing = sorted(known - set(data))
+        if missing:
+            raise ValueError(f"verify report: missing key(s) {', '.join(missing)}")
+        report = cls(tuple(CheckResult.from_dict(r) for r in data["checks"]), bool(data["quick"]),
+                     float(data["seconds"]), tuple(data["modules"]), dict(data["provenance"]))
+        if data["passed"] != report.passed or data["counts"] != report.counts:
+            raise ValueError("verify report: 'passed' or 'counts' disagrees with the checks")
+        return report
 
 
 def _fail_row(name: str, statement: str, error: str, seconds: float = 0.0) -> CheckResult:
@@ -170,8 +171,6 @@ def run_all(
     prov: dict[str, Any] = {}
     if with_provenance:
         try:
-            from ncgeom.provenance import provenance
-
             prov = provenance()
         except Exception as exc:  # noqa: BLE001
             prov = {"error": repr(exc)}

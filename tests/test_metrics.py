@@ -23,6 +23,7 @@ from numpy.testing import assert_allclose
 from scipy.sparse.linalg import svds
 
 import ncgeom.metrics as M
+from ncgeom.atomic_io import dumps_json
 from ncgeom.geometry import random_orthogonal, simplex_etf
 
 EPS = np.finfo(np.float64).eps
@@ -377,6 +378,22 @@ def test_each_function_equals_the_record_and_to_dict_is_json():
     assert json.loads(json.dumps(d)) == d
     with pytest.raises(AttributeError):
         record.nc1 = 0.0  # frozen
+
+
+def test_record_round_trips_through_strict_json():
+    # both class means are 0: nc1, etf_distance and the spectrum are NaN, written as null
+    z, y = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]]), np.array([0, 0, 1, 1])
+    record = M.nc_metrics(z, y)
+    assert math.isnan(record.nc1) and math.isnan(record.spectrum[0])
+    text = dumps_json(record.to_dict())
+    assert "NaN" not in text and "null" in text
+    back = M.NCMetrics.from_dict(json.loads(text))
+    for key in M.METRIC_NAMES:  # NaN == NaN under assert_array_equal
+        np.testing.assert_array_equal(getattr(back, key), getattr(record, key), err_msg=key)
+    with pytest.raises(ValueError, match="unknown key"):
+        M.NCMetrics.from_dict({**record.to_dict(), "nc_1": 0.0})
+    with pytest.raises(ValueError, match="missing key"):
+        M.NCMetrics.from_dict({k: v for k, v in record.to_dict().items() if k != "rankme"})
 
 
 def test_ncc_with_train_means_on_test_data():

@@ -13,6 +13,7 @@ import sympy as sp
 import proofs_check.symbolic as S
 from ncgeom.geometry import simplex_etf
 from ncgeom.losses import custom_psi
+from ncgeom.vocabulary import SETTINGS
 from proofs_check.records import CheckResult
 from proofs_check.symbolic import closed_forms, collision, decide, etf, inner_product, psi
 from proofs_check.symbolic.etf import C_SYMBOL
@@ -269,7 +270,7 @@ def test_collision_probability_true_and_wrong():
 
 
 def test_negative_class_law_sums_to_one_and_rejects_bad_setting():
-    for setting in collision.SETTINGS:
+    for setting in SETTINGS:
         law = collision.negative_class_law(setting, num_classes=4, anchor=2, beta=sp.Rational(3, 2))
         assert decide.decide_zero(sum(law) - 1)[0] is True
     with pytest.raises(ValueError, match="setting"):

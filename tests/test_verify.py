@@ -9,10 +9,12 @@ import types
 import numpy as np
 import pytest
 
+import ncgeom.cli.verify as verify_cli
 import proofs_check.report as report
+from ncgeom.atomic_io import dumps_json
 from ncgeom.cli.main import main
 from proofs_check.records import CheckResult
-from proofs_check.report import VerifyReport, jsonable, key_numbers, run_all
+from proofs_check.report import VerifyReport, key_numbers, run_all
 
 
 def _result(name, status, **details):
@@ -69,16 +71,26 @@ def test_unknown_module_raises():
         run_all(quick=True, modules=("nope",))
 
 
-def test_jsonable_and_key_numbers():
-    out = jsonable({"a": np.float64(1.5), "b": np.arange(2), "c": (math.nan, math.inf), 3: np.bool_(True)})
-    assert out == {"a": 1.5, "b": [0, 1], "c": [None, None], "3": True}
+def test_report_round_trips_through_strict_json_and_key_numbers():
+    details = {"a": np.float64(1.5), "b": np.arange(2), "c": (math.nan, math.inf), 3: np.bool_(True)}
+    rep = VerifyReport((CheckResult("x", "s", "m", "pass", details, 0.01, "test"), _result("y", "info")), True, 0.5, ("symbolic",), {"git": "abc"})
+    data = json.loads(dumps_json(rep.to_dict()))
+    assert data["checks"][0]["details"] == {"a": 1.5, "b": [0, 1], "c": [None, None], "3": True}
+    back = VerifyReport.from_dict(data)
+    assert back.to_dict() == data and back.passed and back.counts == {"pass": 1, "info": 1}
+    with pytest.raises(ValueError, match="unknown key"):
+        VerifyReport.from_dict({**data, "passes": True})
+    with pytest.raises(ValueError, match="disagrees"):
+        VerifyReport.from_dict({**data, "passed": False})
+    with pytest.raises(ValueError, match="unknown key"):
+        CheckResult.from_dict({**data["checks"][1], "verdict": "pass"})
     text = key_numbers(_result("x", "pass", gap=1e-9, primal_value=0.5, closed_form=0.5, other=[1, 2]))
     assert text.startswith("primal_value=0.5, closed_form=0.5, gap=1e-09")
 
 
 def test_cli_exit_code_and_table_on_failure(monkeypatch, capsys):
     fake = VerifyReport((_result("good", "pass", gap=1e-9), _result("bad", "fail", error="wrong")), True, 0.2, ())
-    monkeypatch.setattr(report, "run_all", lambda **kwargs: fake)
+    monkeypatch.setattr(verify_cli, "run_all", lambda **kwargs: fake)
     assert main(["verify", "--quick"]) == 1
     out = capsys.readouterr().out
     assert "FAILED" in out and "bad" in out and "wrong" in out

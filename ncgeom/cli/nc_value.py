@@ -12,12 +12,13 @@ The JSON output is one object: ``value`` plus every input (``setting``, ``loss``
 from __future__ import annotations
 
 import argparse
-import json
+
+from ncgeom.atomic_io import dumps_json
+from ncgeom.theory import collision_probability, nc_value
+from ncgeom.validate import require_int, require_real
+from ncgeom.vocabulary import PSI_NAMES, SETTINGS, is_hard
 
 __all__ = ["register", "run"]
-
-SETTINGS = ("scl", "hscl", "ucl", "hucl")
-LOSSES = ("infonce", "infonce-mean", "triplet")
 
 
 def register(subparsers) -> None:
@@ -29,7 +30,7 @@ def register(subparsers) -> None:
         "sum_j Binom(k, j; p) psi(j zeros, k-j entries -C/(C-1)), p the collision probability.",
     )
     p.add_argument("--setting", required=True, choices=SETTINGS, help="negative law (theory.md section 3)")
-    p.add_argument("--loss", required=True, choices=LOSSES, help="psi_k (theory.md section 2)")
+    p.add_argument("--loss", required=True, choices=PSI_NAMES, help="psi_k (theory.md section 2)")
     p.add_argument("--classes", required=True, type=int, metavar="C", help="number of classes C >= 2")
     p.add_argument("--negatives", required=True, type=int, metavar="K", help="negatives per anchor k >= 1")
     p.add_argument("--beta", type=float, default=0.0, metavar="B", help="hardness beta >= 0 (default 0)")
@@ -41,8 +42,6 @@ def register(subparsers) -> None:
 
 def _validated(args: argparse.Namespace) -> dict:
     """The inputs under their JSON names, or ValueError naming the offending flag."""
-    from ncgeom.validate import require_int, require_real
-
     return {
         "setting": args.setting,
         "loss": args.loss,
@@ -57,8 +56,6 @@ def _validated(args: argparse.Namespace) -> dict:
 def run(args: argparse.Namespace) -> int:
     """Handler: validate, compute with :mod:`ncgeom.theory`, print; returns the exit code 0."""
     inputs = _validated(args)
-    from ncgeom.theory import collision_probability, nc_value
-
     p = collision_probability(inputs["setting"], num_classes=inputs["num_classes"], beta=inputs["beta"])
     value = nc_value(
         inputs["setting"],
@@ -71,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     )
     result = {"value": value, **inputs, "collision_probability": p}
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(dumps_json(result))
     else:
         print(_table(result))
     return 0
@@ -79,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _table(r: dict) -> str:
     unused = {
-        "beta": r["setting"] in ("scl", "ucl"),
+        "beta": not is_hard(r["setting"]),
         "tau": r["loss"] == "triplet",
         "margin": r["loss"] != "triplet",
     }

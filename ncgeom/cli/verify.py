@@ -19,8 +19,10 @@ non-finite numbers are written as null.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from ncgeom.atomic_io import dumps_json
+from proofs_check.report import CHECK_MODULES, key_numbers, run_all
 
 __all__ = ["register", "run", "format_table"]
 
@@ -46,8 +48,6 @@ def _shorten(text: str, width: int) -> str:
 
 def format_table(report) -> str:
     """The report as a fixed-width table: check, statement, method, status, key numbers, time."""
-    from proofs_check.report import key_numbers
-
     rows = [("check", "statement", "method", "status", "key numbers", "time")]
     for r in report.checks:
         rows.append((_shorten(r.name, 48), _shorten(r.statement, 40), _shorten(r.method, 20), r.status,
@@ -64,8 +64,6 @@ def format_table(report) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Handler: run the checks, print the table or JSON; 0 iff no check failed."""
-    from proofs_check.report import CHECK_MODULES, run_all
-
     modules = None
     if args.only:
         modules = tuple(m.strip() for m in args.only.split(",") if m.strip())
@@ -81,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
 
     report = run_all(quick=bool(args.quick), modules=modules, on_result=progress)
     if args.json:
-        print(json.dumps(report.to_dict(), allow_nan=False))
+        print(dumps_json(report.to_dict(), indent=None))
     else:
         print(format_table(report))
     return 0 if report.passed else 1

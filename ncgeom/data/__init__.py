@@ -15,13 +15,8 @@ All randomness comes from an explicit ``numpy.random.Generator`` (``rng=``) or `
 from ncgeom.data.batches import class_balanced_batches, class_balanced_counts
 from ncgeom.data.digits import digits_class_sizes, digits_train_size, load_digits_data
 from ncgeom.data.mixture import LabeledData, class_prior, gaussian_mixture, split_counts
-from ncgeom.data.positives import (
-    POSITIVES,
-    label_positive_indices,
-    label_positives,
-    noise_positives,
-    two_view_batch,
-)
+from ncgeom.data.positives import label_positive_indices, label_positives, noise_positives, two_view_batch
+from ncgeom.vocabulary import POSITIVES  # re-exported: the positive kinds of the experiments
 
 __all__ = [
     "LabeledData",

@@ -15,9 +15,7 @@ import numpy as np
 
 from ncgeom.validate import require_real
 
-__all__ = ["POSITIVES", "label_positive_indices", "label_positives", "noise_positives", "two_view_batch"]
-
-POSITIVES: tuple[str, ...] = ("label", "noise")
+__all__ = ["label_positive_indices", "label_positives", "noise_positives", "two_view_batch"]
 
 
 def label_positive_indices(labels, *, rng: np.random.Generator) -> np.ndarray:

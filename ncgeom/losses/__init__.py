@@ -1,9 +1,23 @@
-"""The psi/eta loss family, its property checkers, and (see ``batch``) the batch estimators."""
+"""The psi/eta loss family, its property checkers, and (see ``batch``) the batch estimators.
 
-from ncgeom.losses.batch import BACKENDS, SETTINGS, PairLosses, batch_loss, batch_loss_pairs, select_backend
+``psi``, ``eta`` and ``properties`` are numpy code; ``batch`` and ``kernels`` are torch code. The batch
+names (``batch_loss``, ``batch_loss_pairs``, ``PairLosses``, ``select_backend``) are loaded from
+:mod:`ncgeom.losses.batch` on first access, so that the numpy side, and :mod:`ncgeom.theory` and
+:mod:`ncgeom.population` which build on it, do not import torch (about 2 s) until a batch loss is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from ncgeom.losses.eta import Eta, custom_eta, exponential_tilt, tilt_weights
 from ncgeom.losses.properties import PropertyVerdict, check_convex, check_monotone
-from ncgeom.losses.psi import PSI_NAMES, Psi, custom_psi, infonce, infonce_mean, make_psi, triplet
+from ncgeom.losses.psi import Psi, custom_psi, infonce, infonce_mean, make_psi, triplet
+from ncgeom.vocabulary import BACKENDS, PSI_NAMES, SETTINGS  # re-exported: the names users of ncgeom.losses know
+
+if TYPE_CHECKING:
+    from ncgeom.losses.batch import PairLosses, batch_loss, batch_loss_pairs, select_backend
 
 __all__ = [
     "Psi",
@@ -27,3 +41,16 @@ __all__ = [
     "SETTINGS",
     "BACKENDS",
 ]
+
+_TORCH_NAMES = frozenset({"batch_loss", "batch_loss_pairs", "PairLosses", "select_backend"})
+
+
+def __getattr__(name: str):
+    # torch is heavy: the batch estimators are imported on first use (see the module docstring)
+    if name in _TORCH_NAMES:
+        return getattr(importlib.import_module("ncgeom.losses.batch"), name)
+    raise AttributeError(f"module 'ncgeom.losses' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _TORCH_NAMES)

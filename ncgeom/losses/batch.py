@@ -13,16 +13,25 @@ from typing import Literal
 
 import torch
 
+from ncgeom.losses.kernels.blocked import blocked_weighted
+from ncgeom.losses.kernels.dense import dense_weighted_values
+from ncgeom.losses.kernels.sampled import sampled_values
 from ncgeom.losses.kernels.structure import LossSpec, pair_structure
-from ncgeom.losses.psi import PSI_NAMES, Psi, make_psi
+from ncgeom.losses.psi import Psi, make_psi
 from ncgeom.validate import require_choice, require_finite_array, require_int, require_real
+from ncgeom.vocabulary import (
+    BACKENDS,
+    ESTIMATORS,
+    PSI_NAMES,
+    SETTINGS,
+    Backend,
+    Estimator,
+    Setting,
+    effective_beta,
+    is_supervised,
+)
 
 __all__ = [
-    "Setting",
-    "SETTINGS",
-    "Estimator",
-    "Backend",
-    "BACKENDS",
     "PairLosses",
     "batch_loss",
     "batch_loss_pairs",
@@ -30,11 +39,6 @@ __all__ = [
     "default_block_size",
 ]
 
-Setting = Literal["scl", "hscl", "ucl", "hucl"]
-SETTINGS: tuple[str, ...] = ("scl", "hscl", "ucl", "hucl")
-Estimator = Literal["weighted", "sampled"]
-Backend = Literal["auto", "dense", "blocked", "triton"]
-BACKENDS: tuple[str, ...] = ("auto", "dense", "blocked", "triton")
 REDUCTIONS: tuple[str, ...] = ("mean", "sum", "none")
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 # auto: above this batch size the dense B x B path is never chosen
@@ -278,7 +282,7 @@ def _validate(z, labels, setting, beta, tau, num_negatives, estimator, psi, deta
             num_negatives = require_int("num_negatives", num_negatives, min_value=1)
         except ValueError:
             raise ValueError(f"num_negatives must be an integer >= 1 or 'batch', got {num_negatives!r}") from None
-    estimator = require_choice("estimator", estimator, ("weighted", "sampled"))
+    estimator = require_choice("estimator", estimator, ESTIMATORS)
     if not isinstance(psi, Psi):
         psi = make_psi(require_choice("psi", psi, PSI_NAMES), tau=tau)
     if estimator == "weighted" and not (psi.builtin and psi.name == "infonce" and psi.tau == tau):
@@ -301,10 +305,9 @@ def _validate(z, labels, setting, beta, tau, num_negatives, estimator, psi, deta
     backend = require_choice("backend", backend, BACKENDS)
     if block_size is not None:
         block_size = require_int("block_size", block_size, min_value=1)
-    b = beta if setting in ("hscl", "hucl") else 0.0
     spec = LossSpec(
-        supervised=setting in ("scl", "hscl"),
-        b=b,
+        supervised=is_supervised(setting),
+        b=effective_beta(setting, beta),
         tau=tau,
         k=None if num_negatives == "batch" else num_negatives,
         detach_weights=detach_weights,
@@ -321,30 +324,22 @@ def _compute(z, labels, setting, beta, tau, num_negatives, estimator, psi, detac
                              requested=backend)
     size = z.shape[0]
     if backend == "blocked" and estimator == "weighted" and not want_indices:
-        from ncgeom.losses.kernels.blocked import blocked_weighted
-
         # no O(P) index arrays on this path (reduction "none" returns the values in canonical order)
         result = blocked_weighted(z, labels, spec, block_size=block_size or default_block_size(size),
                                   reduction=reduction)
         return result
     if backend == "triton":
-        from ncgeom.losses.kernels.triton_kernel import triton_weighted
+        from ncgeom.losses.kernels.triton_kernel import triton_weighted  # imports triton (heavy, optional)
 
         return triton_weighted(z, labels, spec, block_size=block_size, reduction=reduction)
     structure = pair_structure(labels, supervised=spec.supervised)
     negatives = None
     if estimator == "sampled":
-        from ncgeom.losses.kernels.sampled import sampled_values
-
         rows = size if backend == "dense" else (block_size or default_block_size(size))
         values, negatives = sampled_values(z, labels, spec, structure, psi, generator=generator, block_size=rows)
     elif backend == "dense":
-        from ncgeom.losses.kernels.dense import dense_weighted_values
-
         values = dense_weighted_values(z, labels, spec, structure)
     else:  # blocked, per-pair values for batch_loss_pairs
-        from ncgeom.losses.kernels.blocked import blocked_weighted
-
         values = blocked_weighted(z, labels, spec, block_size=block_size or default_block_size(size),
                                   reduction="none")
     if want_indices:

@@ -20,25 +20,21 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from ncgeom.validate import require_choice, require_real
+from ncgeom.vocabulary import PSI_NAMES, PsiName
 
 __all__ = [
     "Psi",
-    "PsiName",
-    "PSI_NAMES",
     "infonce",
     "infonce_mean",
     "triplet",
     "make_psi",
     "custom_psi",
 ]
-
-PsiName = Literal["infonce", "infonce-mean", "triplet"]
-PSI_NAMES: tuple[str, ...] = ("infonce", "infonce-mean", "triplet")
 
 
 @dataclass(frozen=True)

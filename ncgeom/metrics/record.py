@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
+from typing import Any
 
 from ncgeom.metrics.collapse import _equal_inner_product, _etf_distance, _nc1, _unit_norm, _within_class, _zero_sum
 from ncgeom.metrics.groups import _group
@@ -47,12 +49,29 @@ class NCMetrics:
     def to_dict(self) -> dict:
         """``{name: value}`` with exactly the keys of theory.md section 8, ``spectrum`` as a list.
 
-        Values are Python floats; NaN stays NaN (``json.dumps`` writes it as ``NaN``; pass the dict
-        through a NaN -> None map for strict JSON).
+        Values are Python floats; NaN stays NaN here. :func:`ncgeom.atomic_io.dumps_json` (and every
+        writer of ncgeom) turns it into null, which :meth:`from_dict` reads back as NaN.
         """
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["spectrum"] = list(self.spectrum)
         return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NCMetrics:
+        """The inverse of :meth:`to_dict` (null -> NaN); a missing or unknown key raises ValueError naming it."""
+        if not isinstance(data, dict):
+            raise ValueError(f"NC metrics must be a JSON object, got {type(data).__name__}")
+        unknown = sorted(set(data) - set(METRIC_NAMES))
+        missing = [name for name in METRIC_NAMES if name not in data]
+        if unknown or missing:
+            raise ValueError(f"NC metrics: unknown key(s) {unknown}, missing key(s) {missing}; "
+                             f"expected exactly {', '.join(METRIC_NAMES)}")
+
+        def number(value) -> float:
+            return math.nan if value is None else float(value)
+
+        values = {name: number(data[name]) for name in METRIC_NAMES if name != "spectrum"}
+        return cls(spectrum=tuple(number(v) for v in data["spectrum"]), **values)
 
 
 def nc_metrics(z, labels, *, num_classes: int | None = None) -> NCMetrics:

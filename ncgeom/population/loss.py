@@ -29,12 +29,10 @@ from scipy.special import gammaln
 from ncgeom.losses.eta import Eta, exponential_tilt, tilt_weights
 from ncgeom.losses.psi import Psi, make_psi
 from ncgeom.population.model import FiniteLatentModel
-from ncgeom.theory.closed_forms import SETTINGS, Setting
 from ncgeom.validate import require_choice, require_int, require_real
+from ncgeom.vocabulary import SETTINGS, Setting, is_hard, is_supervised
 
 __all__ = ["PopulationLoss", "population_loss", "negative_law", "positive_law"]
-
-_HARD = ("hscl", "hucl")
 
 
 @dataclass(frozen=True)
@@ -79,10 +77,10 @@ def negative_law(model: FiniteLatentModel, setting: Setting, *, eta: Eta | float
     setting = require_choice("setting", setting, SETTINGS)
     p, y = model.probabilities, model.labels
     base = np.broadcast_to(p, (p.size, p.size)).copy()
-    if setting in ("scl", "hscl"):
+    if is_supervised(setting):
         base[y[:, None] == y[None, :]] = 0.0
         base /= base.sum(axis=1, keepdims=True)
-    eta = _as_eta(eta) if setting in _HARD else None
+    eta = _as_eta(eta) if is_hard(setting) else None
     if eta is None:
         return base
     z = model.embeddings
@@ -202,7 +200,7 @@ def population_loss(
     max_exact_terms = require_int("max_exact_terms", max_exact_terms, min_value=1)
     if not isinstance(psi, Psi):
         psi = make_psi(psi, tau=tau, margin=margin)
-    eta_obj = _as_eta(eta) if setting in _HARD else None
+    eta_obj = _as_eta(eta) if is_hard(setting) else None
     z = model.embeddings
     sims = z @ z.T
     neg = negative_law(model, setting, eta=eta_obj)

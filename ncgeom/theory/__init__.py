@@ -11,15 +11,9 @@ from ncgeom.theory.bounds import (
     scl_lower_bound,
     ucl_lower_bound,
 )
-from ncgeom.theory.closed_forms import (
-    MAX_ENUMERATED_NEGATIVES,
-    SETTINGS,
-    Setting,
-    batch_nc_value,
-    collision_probability,
-    nc_value,
-)
+from ncgeom.theory.closed_forms import MAX_ENUMERATED_NEGATIVES, batch_nc_value, collision_probability, nc_value
 from ncgeom.theory.conditions import POSITIVES, Condition, ConditionReport, TheoremApplicability, check_conditions
+from ncgeom.vocabulary import SETTINGS, Setting  # re-exported: the settings the closed forms accept
 
 __all__ = [
     "Setting",

@@ -23,21 +23,16 @@ from typing import Literal
 import numpy as np
 from scipy.special import expit, gammaln, logsumexp
 
-from ncgeom.losses.psi import PSI_NAMES, Psi, make_psi
+from ncgeom.losses.psi import Psi, make_psi
 from ncgeom.validate import require_choice, require_int, require_real
+from ncgeom.vocabulary import PSI_NAMES, SETTINGS, Setting, effective_beta, is_hard, is_supervised
 
 __all__ = [
-    "Setting",
-    "SETTINGS",
     "MAX_ENUMERATED_NEGATIVES",
     "collision_probability",
     "nc_value",
     "batch_nc_value",
 ]
-
-Setting = Literal["scl", "hscl", "ucl", "hucl"]
-SETTINGS: tuple[str, ...] = ("scl", "hscl", "ucl", "hucl")
-HARD_SETTINGS: tuple[str, ...] = ("hscl", "hucl")
 
 #: Largest k for which :func:`nc_value` enumerates the 2^k collision placements of a non-symmetric psi.
 MAX_ENUMERATED_NEGATIVES = 16
@@ -51,9 +46,9 @@ _ROWS_TIMES_K = 2_000_000  # chunk size (entries) for evaluating a user psi
 def _log_collision_probabilities(setting: str, num_classes: int, beta: float) -> tuple[float, float]:
     """(log p, log(1 - p)) for the collision probability p; log 0 = -inf."""
     c = num_classes
-    if setting in ("scl", "hscl"):
+    if is_supervised(setting):
         return -math.inf, 0.0
-    if setting == "ucl":
+    if not is_hard(setting):  # UCL: uniform negatives
         return -math.log(c), math.log1p(-1.0 / c)
     # pi_beta = e^b / (e^b + (C-1) e^(-b/(C-1))) = expit(b C/(C-1) - log(C-1)).
     x = beta * c / (c - 1) - math.log(c - 1)
@@ -83,9 +78,9 @@ def collision_probability(setting: Setting, *, num_classes: int, beta: float = 0
     setting = require_choice("setting", setting, SETTINGS)
     c = require_int("num_classes", num_classes, min_value=2)
     beta = require_real("beta", beta, min_value=0.0)
-    if setting in ("scl", "hscl"):
+    if is_supervised(setting):
         return 0.0
-    if setting == "ucl":
+    if not is_hard(setting):  # UCL: uniform negatives
         return 1.0 / c
     return float(expit(beta * c / (c - 1) - math.log(c - 1)))
 
@@ -257,8 +252,8 @@ def batch_nc_value(
     c = counts.size
     n = counts.astype(np.float64)
     total = n.sum()
-    b = beta if setting in HARD_SETTINGS else 0.0
-    supervised = setting in ("scl", "hscl")
+    b = effective_beta(setting, beta)
+    supervised = is_supervised(setting)
     num_cand = total - n if supervised else np.full(c, total - 1.0)
     pairs = n * (n - 1)
     valid = (n >= 2) & (num_cand >= 1)

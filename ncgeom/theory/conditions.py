@@ -15,12 +15,20 @@ from typing import Literal
 
 import numpy as np
 
-from ncgeom.geometry import NORMALIZATIONS
 from ncgeom.losses.eta import Eta, exponential_tilt
 from ncgeom.losses.properties import check_convex, check_monotone
-from ncgeom.losses.psi import PSI_NAMES, Psi, make_psi
-from ncgeom.theory.closed_forms import SETTINGS, Setting
+from ncgeom.losses.psi import Psi, make_psi
 from ncgeom.validate import require_choice, require_int, require_real
+from ncgeom.vocabulary import (
+    DOMAINS,
+    NORMALIZATIONS,
+    PSI_NAMES,
+    SETTINGS,
+    Normalization,
+    Setting,
+    is_hard,
+    is_supervised,
+)
 
 __all__ = ["Condition", "TheoremApplicability", "ConditionReport", "check_conditions", "POSITIVES"]
 
@@ -134,7 +142,7 @@ def check_conditions(
     dim: int,
     psi: str | Psi,
     eta: Eta | float | None = None,
-    normalization: Literal["none", "ball", "sphere"],
+    normalization: Normalization,
     prior=None,
     positives: Literal["label", "instance", "noise"] = "label",
     num_negatives: int = 1,
@@ -186,7 +194,7 @@ def check_conditions(
     dim2 = Condition("dim_ge_c", d >= c, f"d = {d} {'>=' if d >= c else '<'} C = {c} (in case Theorem 3 is stated with d >= C)")
     psi_convex, psi_mono = _psi_conditions(psi, k, rng)
     eta_cond = _eta_condition(eta, rng)
-    norm = Condition("normalized", normalization in ("ball", "sphere"), f"normalization {normalization!r}" + ("" if normalization != "none" else ": the bounds need ||z|| <= 1"))
+    norm = Condition("normalized", normalization in DOMAINS, f"normalization {normalization!r}" + ("" if normalization != "none" else ": the bounds need ||z|| <= 1"))
     indep = Condition(
         "conditionally_independent_positives",
         positives == "label",
@@ -195,14 +203,14 @@ def check_conditions(
     conditions = (balanced, dim1, dim2, psi_convex, psi_mono, eta_cond, norm, indep)
 
     t1 = _applicability(1, "L_HSCL >= L_SCL and L_HUCL >= L_UCL (Harris)", [psi_mono, eta_cond])
-    not_sup = None if setting in ("scl", "hscl") else f"setting {setting!r}: Theorem 2 is about SCL/HSCL"
-    t2_needed = [balanced, norm, dim1, psi_convex, psi_mono] + ([eta_cond] if setting == "hscl" else [])
+    not_sup = None if is_supervised(setting) else f"setting {setting!r}: Theorem 2 is about SCL/HSCL"
+    t2_needed = [balanced, norm, dim1, psi_convex, psi_mono] + ([eta_cond] if is_hard(setting) else [])
     t2 = _applicability(2, "NC minimizes L_SCL and L_HSCL; min = psi_k(-C/(C-1), ...)", t2_needed, not_sup)
     t3_needed = [balanced, indep, norm, dim1, psi_convex, psi_mono]
     not_unsup = None
-    if setting in ("scl", "hscl"):
+    if is_supervised(setting):
         not_unsup = f"setting {setting!r}: Theorem 3 is about UCL"
-    elif setting == "hucl":
+    elif is_hard(setting):
         not_unsup = "setting 'hucl': Theorems 1 + 3 give only a lower bound (not attained at NC; open problem)"
     t3 = _applicability(3, "NC minimizes L_UCL; min = binomial(k, 1/C) average of psi", t3_needed, not_unsup)
     if t3.applies and not dim2.holds:

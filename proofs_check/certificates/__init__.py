@@ -6,6 +6,7 @@ feasibility, a certified duality gap, the closed form and the ETF optimizer; ``g
 certificates that ``ncgeom verify`` runs. cvxpy is imported only when a program is solved.
 """
 
+from ncgeom.vocabulary import DOMAINS, Domain  # re-exported: the domains a program accepts
 from proofs_check.certificates.certify import (
     GramCertificate,
     SolverChoice,
@@ -15,9 +16,7 @@ from proofs_check.certificates.certify import (
 )
 from proofs_check.certificates.grid import CertificateCase, certificate_cases, checks
 from proofs_check.certificates.program import (
-    DOMAINS,
     PROGRAM_SETTINGS,
-    Domain,
     GramProgram,
     ProgramSetting,
     build_cvxpy_problem,

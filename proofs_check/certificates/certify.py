@@ -40,7 +40,9 @@ from typing import Any, Literal
 import numpy as np
 
 from ncgeom.geometry import etf_gram, gram_etf_residual
+from ncgeom.theory import nc_value
 from ncgeom.validate import require_choice, require_real
+from ncgeom.vocabulary import STRICTLY_CONVEX_PSI, is_supervised
 from proofs_check.certificates.program import (
     GramProgram,
     build_cvxpy_problem,
@@ -53,7 +55,6 @@ from proofs_check.records import CheckResult
 __all__ = ["SolverChoice", "Tolerances", "GramCertificate", "certify_gram_program", "certificate_check"]
 
 SolverChoice = Literal["auto", "clarabel", "scs"]
-_STRICTLY_CONVEX = ("infonce", "infonce-mean")
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,9 @@ class GramCertificate:
     """Result of :func:`certify_gram_program`; ``checks`` maps each criterion to True/False/None (skipped).
 
     value_lower_bound, value_upper_bound : the interval [lower, upper] of criterion 7 (module docstring).
+    gap : certified gap F(M_0) - dual_bound of criterion 6 (independent of the solver's own accounting).
+    solver_reported_gap : the solver's duality gap |pobj - dobj| at its own iterate (Clarabel and SCS);
+        None when the solver does not report one.
     """
 
     program: dict[str, Any]
@@ -123,11 +127,37 @@ class GramCertificate:
         return asdict(self)
 
 
+def _clarabel_reporting_gap():
+    """cvxpy's Clarabel interface, keeping Clarabel's duality gap in ``solver_stats.extra_stats``.
+
+    cvxpy (1.9) drops Clarabel's primal and dual objectives (``extra_stats`` is None), so without this the
+    solver's own gap is unknown; the stats take SCS's shape, ``{"info": {"gap", "pobj", "dobj"}}``, with
+    gap = |pobj - dobj| (absolute, as SCS reports it). A custom solver needs a name of its own in cvxpy.
+    """
+    import cvxpy.settings as cvxpy_settings
+    from cvxpy.reductions.solvers.conic_solvers.clarabel_conif import CLARABEL
+
+    class ClarabelReportingGap(CLARABEL):
+        def name(self):
+            return "CLARABEL_REPORTING_GAP"
+
+        def invert(self, solution, inverse_data):
+            out = super().invert(solution, inverse_data)
+            pobj, dobj = getattr(solution, "obj_val", None), getattr(solution, "obj_val_dual", None)
+            if pobj is not None and dobj is not None:
+                info = {"gap": abs(float(pobj) - float(dobj)), "pobj": float(pobj), "dobj": float(dobj)}
+                out.attr[cvxpy_settings.EXTRA_STATS] = {"info": info}
+            return out
+
+    return ClarabelReportingGap()
+
+
 def _solve(program: GramProgram, solver: str):
     """Solve with Clarabel, falling back to SCS; returns (problem, M, psd, diag, name, note)."""
     import cvxpy as cp
 
     order = {"auto": ["CLARABEL", "SCS"], "clarabel": ["CLARABEL"], "scs": ["SCS"]}[solver]
+    instances = {"CLARABEL": _clarabel_reporting_gap, "SCS": lambda: "SCS"}
     options = {
         "CLARABEL": {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10},
         "SCS": {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 200_000},
@@ -142,7 +172,7 @@ def _solve(program: GramProgram, solver: str):
         try:
             with warnings.catch_warnings():  # "solution may be inaccurate": recorded via the status
                 warnings.simplefilter("ignore", UserWarning)
-                problem.solve(solver=name, **options[name])
+                problem.solve(solver=instances[name](), **options[name])
         except cp.error.SolverError as exc:
             notes.append(f"{name} failed: {exc}")
             continue
@@ -235,8 +265,6 @@ def certify_gram_program(
                            domain=domain, tau=tau, margin=margin)
     c = program.num_classes
     if claimed_value is None:
-        from ncgeom.theory import nc_value
-
         claimed_value = nc_value(setting, psi, num_classes=c, num_negatives=num_negatives, tau=tau, margin=margin)
         source = "ncgeom.theory.nc_value"
     else:
@@ -280,7 +308,7 @@ def certify_gram_program(
     # claimed Gram is a valid upper bound. The claimed value is compared with the best of both.
     best_lower = max(bound, claim_kkt)
     best_upper = min(primal, claim_value_at_gram) if claim_feasible else primal
-    unique = program.psi in _STRICTLY_CONVEX
+    unique = program.psi in STRICTLY_CONVEX_PSI
     distance = float(np.linalg.norm(m_hat - claim_gram))
     reported_gap = None
     stats = getattr(problem.solver_stats, "extra_stats", None)
@@ -352,7 +380,7 @@ def certificate_check(setting: str, psi: str = "infonce", **kwargs) -> CheckResu
     statement = (rf"\min_{{M \succeq 0,\ {constraint}}} F_{{\mathrm{{{setting.upper()}}}}}(M)"
                  rf" = L_{{\mathrm{{{setting.upper()}}}}}(\mathrm{{NC}})\ (C={c}, k={k},\ \psi=\mathrm{{{psi}}})"
                  r",\ \text{attained at the ETF Gram}")
-    source = "theory.md section 6; jiang2025hard, " + ("Theorem 2" if setting == "scl" else "Theorem 3")
+    source = "theory.md section 6; jiang2025hard, " + ("Theorem 2" if is_supervised(setting) else "Theorem 3")
     if cert is None:
         return CheckResult(name, statement, "cvxpy", "unresolved", {"reason": "no solver reached a solution"},
                            time.perf_counter() - t0, source)

@@ -6,7 +6,9 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ncgeom.vocabulary import DOMAINS
 from proofs_check.certificates.certify import certificate_check
+from proofs_check.certificates.program import PROGRAM_SETTINGS
 from proofs_check.records import CheckResult
 
 __all__ = ["CertificateCase", "certificate_cases", "checks"]
@@ -42,8 +44,8 @@ def certificate_cases(*, quick: bool) -> tuple[CertificateCase, ...]:
     if quick:
         return _QUICK
     cases = []
-    for setting in ("scl", "ucl"):
-        for domain in ("ball", "sphere"):
+    for setting in PROGRAM_SETTINGS:
+        for domain in DOMAINS:
             for c in range(2, 9):
                 for k in (1, 2, 3):
                     if k == 3 and c > 6:

@@ -25,17 +25,16 @@ import itertools
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 
+from ncgeom.losses import make_psi
 from ncgeom.validate import require_choice, require_int, require_real
+from ncgeom.vocabulary import DOMAINS, PSI_NAMES, SETTINGS, Domain, Setting, is_hard, is_supervised
 
 __all__ = [
     "ProgramSetting",
-    "Domain",
     "PROGRAM_SETTINGS",
-    "DOMAINS",
     "GramProgram",
     "gram_program",
     "program_objective",
@@ -44,11 +43,9 @@ __all__ = [
     "build_cvxpy_problem",
 ]
 
-ProgramSetting = Literal["scl", "ucl"]
-Domain = Literal["ball", "sphere"]
-PROGRAM_SETTINGS: tuple[str, ...] = ("scl", "ucl")
-DOMAINS: tuple[str, ...] = ("ball", "sphere")
-_BUILTIN_PSI: tuple[str, ...] = ("infonce", "infonce-mean", "triplet")
+ProgramSetting = Setting
+"""A setting with a Gram program: only the plain ones, :data:`PROGRAM_SETTINGS` (scl and ucl)."""
+PROGRAM_SETTINGS: tuple[Setting, ...] = tuple(s for s in SETTINGS if not is_hard(s))
 
 
 @dataclass(frozen=True)
@@ -93,7 +90,7 @@ def gram_program(
     anchor 1 with negative 0), each of weight 1/2.
     """
     setting = require_choice("setting", setting, PROGRAM_SETTINGS)
-    psi = require_choice("psi", psi, _BUILTIN_PSI)
+    psi = require_choice("psi", psi, PSI_NAMES)
     domain = require_choice("domain", domain, DOMAINS)
     c = require_int("num_classes", num_classes, min_value=2)
     k = require_int("num_negatives", num_negatives, min_value=1, max_value=8)
@@ -101,7 +98,7 @@ def gram_program(
     margin = require_real("margin", margin)
     anchors, negatives, weights = [], [], []
     for a in range(c):
-        pool = [b for b in range(c) if setting == "ucl" or b != a]
+        pool = [b for b in range(c) if not is_supervised(setting) or b != a]
         for multiset in itertools.combinations_with_replacement(pool, k):
             counts = Counter(multiset).values()
             multinomial = math.factorial(k) / math.prod(math.factorial(m) for m in counts)
@@ -122,13 +119,11 @@ def _arguments(program: GramProgram, gram: np.ndarray) -> np.ndarray:
     if g.shape != (program.num_classes, program.num_classes):
         raise ValueError(f"gram must have shape [{program.num_classes}, {program.num_classes}], got {g.shape}")
     a = program.anchors[:, None]
-    base = 1.0 if program.setting == "scl" else g[program.anchors, program.anchors][:, None]
+    base = 1.0 if is_supervised(program.setting) else g[program.anchors, program.anchors][:, None]
     return g[a, program.negatives] - base
 
 
 def _psi_object(program: GramProgram):
-    from ncgeom.losses import make_psi
-
     return make_psi(program.psi, tau=program.tau, margin=program.margin)
 
 
@@ -156,7 +151,7 @@ def program_gradient(program: GramProgram, gram) -> np.ndarray:
     c = program.num_classes
     grad = np.zeros((c, c))
     np.add.at(grad, (np.repeat(program.anchors, k), program.negatives.ravel()), coef.ravel())
-    if program.setting == "ucl":
+    if not is_supervised(program.setting):
         np.add.at(grad, (program.anchors, program.anchors), -coef.sum(axis=1))
     return grad
 
@@ -172,8 +167,8 @@ def naive_program_objective(
     c = g.shape[0]
     total, count = 0.0, 0
     for a in range(c):
-        pool = [b for b in range(c) if setting == "ucl" or b != a]
-        base = 1.0 if setting == "scl" else g[a, a]
+        pool = [b for b in range(c) if not is_supervised(setting) or b != a]
+        base = 1.0 if is_supervised(setting) else g[a, a]
         for tup in itertools.product(pool, repeat=num_negatives):
             t = np.array([g[a, b] - base for b in tup])
             total += float(psi(t))
@@ -198,9 +193,9 @@ def build_cvxpy_problem(program: GramProgram, *, tie_breaker: float = 0.0):
     for i in range(k):
         select = np.zeros((program.num_terms, c * c))
         select[rows, program.anchors * c + program.negatives[:, i]] = 1.0
-        if program.setting == "ucl":
+        if not is_supervised(program.setting):
             select[rows, program.anchors * c + program.anchors] -= 1.0
-        offset = -1.0 if program.setting == "scl" else 0.0
+        offset = -1.0 if is_supervised(program.setting) else 0.0
         columns.append(select @ vec + offset)  # t_i for every term, [terms]
     t = cp.vstack(columns).T if k > 1 else cp.reshape(columns[0], (program.num_terms, 1), order="C")
     if program.psi == "triplet":

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ncgeom.vocabulary import PSI_NAMES
 from proofs_check.records import CheckResult
 from proofs_check.symbolic.closed_forms import (
     binomial_closed_form,
@@ -75,9 +76,6 @@ __all__ = [
 SEED = 20251129
 """Seed of the Generators passed to the checkers that draw random points (rotations, test points)."""
 
-_PSIS = ("infonce", "infonce-mean", "triplet")
-
-
 def checks(*, quick: bool) -> list[Callable[[], CheckResult]]:
     """Zero-argument checkers for ``ncgeom verify``; ``quick`` keeps the total to a few seconds.
 
@@ -96,7 +94,7 @@ def checks(*, quick: bool) -> list[Callable[[], CheckResult]]:
         p(check_negative_similarity_identity, sizes=sizes, dim=2 if quick else 3),
         p(check_negative_similarity_bound, sizes=sizes, dim=2 if quick else 3),
     ]
-    for name in _PSIS:
+    for name in PSI_NAMES:
         for k in ks:
             out += [p(check_psi_convex, name, k=k), p(check_psi_monotone, name, k=k)]
         out.append(p(check_psi_implementation, name, k=2 if quick else 4, rng=gen(1)))

@@ -22,8 +22,10 @@ import mpmath
 import numpy as np
 import sympy as sp
 
+from ncgeom.theory import nc_value as ncgeom_nc_value
+from ncgeom.vocabulary import PSI_NAMES, SETTINGS
 from proofs_check.records import CheckResult, timed
-from proofs_check.symbolic.collision import SETTINGS, negative_class_law
+from proofs_check.symbolic.collision import negative_class_law
 from proofs_check.symbolic.decide import DIGITS, VERDICT_WORDS, decide_nonnegative, decide_zero, status_of, to_sympy
 from proofs_check.symbolic.etf import C_SYMBOL, exact_etf_gram
 from proofs_check.symbolic.psi import MARGIN, TAU, PsiSpec, psi_expression, resolve_psi, t_symbols
@@ -92,7 +94,7 @@ def check_scl_closed_forms(*, ks: Sequence[int] = (1, 2, 3), examples: Mapping[s
     details, decisions = {}, []
     for name, example in examples.items():
         for k in ks:
-            ok, info = decide_zero(pattern_value(lambda a: psi_expression(name, a), k=k, p=sp.Integer(0)) - example(k))
+            ok, info = decide_zero(pattern_value(lambda a, name=name: psi_expression(name, a), k=k, p=sp.Integer(0)) - example(k))
             decisions.append(ok)
             details[f"{name},k={k}"] = VERDICT_WORDS[ok] if ok else {"verdict": VERDICT_WORDS[ok], **info}
     baseline = sp.N(examples["infonce-mean"](1).subs({C_SYMBOL: 10, TAU: 1}), DIGITS)
@@ -143,17 +145,14 @@ def nc_check_points(*, quick: bool) -> list[dict]:
 
 
 @timed
-def check_nc_value(*, points: Sequence[Mapping] | None = None, psis: Sequence[str] = ("infonce", "infonce-mean", "triplet"), nc_value: Callable | None = None) -> CheckResult:
+def check_nc_value(*, points: Sequence[Mapping] | None = None, psis: Sequence[str] = PSI_NAMES, nc_value: Callable | None = None) -> CheckResult:
     """ncgeom.theory.nc_value (or the given function) = the 50-digit first-principles reference.
 
     ``points``: dicts (num_classes, num_negatives, beta, tau, margin) with float64-exact rationals.
     Tolerance 256 eps * max(1, |L|): a log-space binomial sum of at most k + 1 terms in float64.
     """
     if nc_value is None:
-        try:
-            from ncgeom.theory import nc_value
-        except ImportError as exc:
-            return CheckResult("nc_value", "", "mpmath", "unresolved", {"reason": repr(exc)}, source=_SOURCE)
+        nc_value = ncgeom_nc_value
     points = nc_check_points(quick=True) if points is None else points
     eps = np.finfo(np.float64).eps
     worst, failures, count = 0.0, [], 0

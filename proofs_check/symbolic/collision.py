@@ -19,13 +19,14 @@ import mpmath
 import numpy as np
 import sympy as sp
 
+from ncgeom.theory import collision_probability as ncgeom_collision_probability
+from ncgeom.vocabulary import SETTINGS, is_hard, is_supervised
 from proofs_check.records import CheckResult, timed
 from proofs_check.symbolic.decide import DIGITS, VERDICT_WORDS, decide_nonnegative, decide_zero, status_of, to_sympy
 from proofs_check.symbolic.etf import C_SYMBOL, exact_etf_gram
 
 __all__ = [
     "BETA",
-    "SETTINGS",
     "negative_class_law",
     "theory_collision_probability",
     "check_collision_probability_symbolic",
@@ -33,7 +34,6 @@ __all__ = [
 ]
 
 BETA = sp.Symbol("beta", nonnegative=True)
-SETTINGS: tuple[str, ...] = ("scl", "hscl", "ucl", "hucl")
 _SOURCE = "theory.md sections 3-5 (HUCL at NC); jiang2025hard, HUCL discussion"
 
 
@@ -46,8 +46,8 @@ def negative_class_law(setting: str, *, num_classes: int, anchor: int = 0, beta=
     if setting not in SETTINGS:
         raise ValueError(f"setting must be one of {SETTINGS}, got {setting!r}")
     g = exact_etf_gram(num_classes)
-    b = to_sympy(beta) if setting in ("hscl", "hucl") else sp.Integer(0)
-    base = [0 if (setting in ("scl", "hscl") and c == anchor) else 1 for c in range(num_classes)]
+    b = to_sympy(beta) if is_hard(setting) else sp.Integer(0)
+    base = [0 if (is_supervised(setting) and c == anchor) else 1 for c in range(num_classes)]
     w = [base[c] * sp.exp(b * g[anchor, c]) for c in range(num_classes)]
     z = sum(w)
     return [x / z for x in w]
@@ -55,9 +55,9 @@ def negative_class_law(setting: str, *, num_classes: int, anchor: int = 0, beta=
 
 def theory_collision_probability(setting: str, c, beta) -> sp.Expr:
     """theory.md section 5: 0 (SCL, HSCL), 1/C (UCL), pi_beta (HUCL), as a sympy expression."""
-    if setting in ("scl", "hscl"):
+    if is_supervised(setting):
         return sp.Integer(0)
-    if setting == "ucl":
+    if not is_hard(setting):  # UCL: uniform negatives
         return 1 / sp.sympify(c)
     return sp.exp(beta) / (sp.exp(beta) + (c - 1) * sp.exp(-beta / (c - 1)))
 
@@ -105,10 +105,7 @@ def check_collision_probability(*, points: Sequence[tuple] = _DEFAULT_POINTS, co
     Tolerance 64 eps relative: a logistic function evaluated in float64.
     """
     if collision_probability is None:
-        try:
-            from ncgeom.theory import collision_probability
-        except ImportError as exc:  # helper A's module not present
-            return CheckResult("collision_probability", "", "mpmath", "unresolved", {"reason": repr(exc)}, source=_SOURCE)
+        collision_probability = ncgeom_collision_probability
     eps = np.finfo(np.float64).eps
     worst, failures = 0.0, []
     laws = {}

@@ -31,8 +31,9 @@ import mpmath
 import numpy as np
 import sympy as sp
 
+from ncgeom.losses import make_psi
 from proofs_check.records import CheckResult, timed
-from proofs_check.symbolic.decide import DIGITS, WITNESS_THRESHOLD, VERDICT_WORDS, decide_nonnegative, fmt, status_of
+from proofs_check.symbolic.decide import DIGITS, VERDICT_WORDS, WITNESS_THRESHOLD, decide_nonnegative, fmt, status_of
 
 __all__ = [
     "TAU",
@@ -250,8 +251,6 @@ def check_psi_implementation(name: str = "infonce", *, k: int = 2, tau: float = 
 
     Tolerance 64 eps * max(1, |psi|): a handful of float64 roundings in log-sum-exp.
     """
-    from ncgeom.losses import make_psi
-
     impl = make_psi(name, tau=tau, margin=margin) if impl is None else impl
     rng = np.random.default_rng(0) if rng is None else rng
     t = t_symbols(k)

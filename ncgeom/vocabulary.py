@@ -1,0 +1,133 @@
+"""The words of the domain, defined once: settings, psi names, normalizations, backends, scales, verdicts.
+
+Every module of ncgeom and proofs_check imports its vocabulary from here (this module imports nothing
+heavy: no numpy, no torch), so a word has one spelling and one meaning. Predicates replace
+hand-written membership tests: ``is_supervised(setting)`` instead of ``setting in ("scl", "hscl")``.
+
+Sources: docs/theory.md, section 3 (the four settings), section 2 (the psi family), section 1
+(normalizations), section 7 (batch estimators and backends), section 9 (claims and verdicts).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Literal
+
+__all__ = [
+    "Setting",
+    "SETTINGS",
+    "SUPERVISED_SETTINGS",
+    "UNSUPERVISED_SETTINGS",
+    "HARD_SETTINGS",
+    "is_supervised",
+    "is_hard",
+    "plain_setting",
+    "hard_setting",
+    "effective_beta",
+    "PsiName",
+    "PSI_NAMES",
+    "STRICTLY_CONVEX_PSI",
+    "Normalization",
+    "NORMALIZATIONS",
+    "Domain",
+    "DOMAINS",
+    "Estimator",
+    "ESTIMATORS",
+    "Backend",
+    "BACKENDS",
+    "ModelKind",
+    "MODEL_KINDS",
+    "Dataset",
+    "DATASETS",
+    "PositivesKind",
+    "POSITIVES",
+    "Scale",
+    "SCALES",
+    "Verdict",
+    "VERDICTS",
+]
+
+# --- settings (docs/theory.md, section 3) ---------------------------------------------------------
+Setting = Literal["scl", "hscl", "ucl", "hucl"]
+SETTINGS: tuple[Setting, ...] = ("scl", "hscl", "ucl", "hucl")
+SUPERVISED_SETTINGS: tuple[Setting, ...] = ("scl", "hscl")
+UNSUPERVISED_SETTINGS: tuple[Setting, ...] = ("ucl", "hucl")
+HARD_SETTINGS: tuple[Setting, ...] = ("hscl", "hucl")
+
+
+def is_supervised(setting: str) -> bool:
+    """True for SCL and HSCL (negatives from other classes only), False for UCL and HUCL."""
+    return _known(setting) in SUPERVISED_SETTINGS
+
+
+def is_hard(setting: str) -> bool:
+    """True for the hard-negative settings HSCL and HUCL (tilted negative law)."""
+    return _known(setting) in HARD_SETTINGS
+
+
+def plain_setting(setting: str) -> Setting:
+    """The setting without hardening: hscl -> scl, hucl -> ucl (scl, ucl unchanged)."""
+    return "scl" if is_supervised(setting) else "ucl"
+
+
+def hard_setting(setting: str) -> Setting:
+    """The hard counterpart: scl -> hscl, ucl -> hucl (hscl, hucl unchanged)."""
+    return "hscl" if is_supervised(setting) else "hucl"
+
+
+def effective_beta(setting: str, beta: float) -> float:
+    """The hardness actually applied: ``beta`` for HSCL/HUCL, 0 for SCL/UCL (which ignore beta)."""
+    return float(beta) if is_hard(setting) else 0.0
+
+
+def _known(setting: str) -> str:
+    if setting not in SETTINGS:
+        raise ValueError(f"setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
+    return setting
+
+
+# --- losses (docs/theory.md, sections 2 and 7) ----------------------------------------------------
+PsiName = Literal["infonce", "infonce-mean", "triplet"]
+PSI_NAMES: tuple[PsiName, ...] = ("infonce", "infonce-mean", "triplet")
+STRICTLY_CONVEX_PSI: tuple[PsiName, ...] = ("infonce", "infonce-mean")
+
+Estimator = Literal["weighted", "sampled"]
+ESTIMATORS: tuple[Estimator, ...] = ("weighted", "sampled")
+
+Backend = Literal["auto", "dense", "blocked", "triton"]
+BACKENDS: tuple[Backend, ...] = ("auto", "dense", "blocked", "triton")
+
+# --- representations (docs/theory.md, section 1) --------------------------------------------------
+Normalization = Literal["none", "ball", "sphere"]
+NORMALIZATIONS: tuple[Normalization, ...] = ("none", "ball", "sphere")
+Domain = Literal["ball", "sphere"]
+DOMAINS: tuple[Domain, ...] = ("ball", "sphere")  # the normalizations the theorems allow
+
+# --- experiments (docs/experiments.md) ------------------------------------------------------------
+ModelKind = Literal["unconstrained", "linear", "mlp"]
+MODEL_KINDS: tuple[ModelKind, ...] = ("unconstrained", "linear", "mlp")
+Dataset = Literal["gaussian", "digits"]
+DATASETS: tuple[Dataset, ...] = ("gaussian", "digits")
+PositivesKind = Literal["label", "noise"]
+POSITIVES: tuple[PositivesKind, ...] = ("label", "noise")
+
+# How much computation a sweep or a reproduction spends: ``tiny`` (tests, seconds), ``quick`` (the
+# default, minutes on two cores), ``full`` (the paper-scale settings, CPU-hours).
+Scale = Literal["tiny", "quick", "full"]
+SCALES: tuple[Scale, ...] = ("tiny", "quick", "full")
+
+
+# --- claims (docs/theory.md, section 9) -----------------------------------------------------------
+class Verdict(str, enum.Enum):
+    """The verdict of a claim evaluation. ``str(Verdict.HOLDS) == "holds"`` (the JSON spelling)."""
+
+    HOLDS = "holds"
+    PARTIALLY_HOLDS = "partially holds"
+    DOES_NOT_HOLD = "does not hold"
+    INCONCLUSIVE = "inconclusive"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+VERDICTS: tuple[str, ...] = tuple(v.value for v in Verdict)
