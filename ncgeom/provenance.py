@@ -43,6 +43,6 @@ def provenance() -> dict:
         "versions": package_versions(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "time_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "time_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "argv": list(sys.argv),
     }

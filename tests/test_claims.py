@@ -10,22 +10,22 @@ import pytest
 
 import ncgeom.experiments.claims as claims
 import ncgeom.experiments.evaluations as evaluations
-from ncgeom.experiments import Config, evaluate_claim, expand, load_spec
-from ncgeom.experiments.claims import CLAIMS, VERDICTS, spec_path
+from ncgeom.experiments import Config, EpochRecord, RunSummary, evaluate_claim, expand
+from ncgeom.experiments.claims import CLAIMS, ClaimRecord, ClaimResult, claim_spec, run_claims
+from ncgeom.vocabulary import Verdict
 
 ETF_NC, ETF_FAR = 0.01, 0.5
 
 
 def fake(*, etf=ETF_NC, within=0.01, rel_gap=0.0, spectrum=(1.0, 0.9), status="completed", initial_etf=0.7,
          acc=None, norm0=1.0, norm1=1.0, nc_value=0.3, **config):
-    cfg = Config().to_dict()
-    cfg.update(config)
-    return {
-        "status": status, "config": cfg, "nc_value": nc_value, "gap": rel_gap * nc_value,
-        "final": {"etf_distance": etf, "within_class": within, "loss": nc_value * (1 + rel_gap),
-                  "spectrum": list(spectrum), "test_ncc_accuracy": acc, "mean_norm": norm1, "rankme": 5.0},
-        "initial": {"etf_distance": initial_etf, "mean_norm": norm0},
-    }
+    """A RunSummary as run() writes it, with the final metrics given (the others absent)."""
+    loss = nc_value * (1 + rel_gap)
+    final = EpochRecord(10, loss, nc_value, loss - nc_value, test_ncc_accuracy=acc, mean_norm=norm1,
+                        metrics={"etf_distance": etf, "within_class": within, "spectrum": list(spectrum), "rankme": 5.0})
+    initial = EpochRecord(0, None, nc_value, None, mean_norm=norm0, metrics={"etf_distance": initial_etf})
+    return RunSummary(status=status, message="", final=final, initial=initial, nc_value=nc_value,
+                      nc_value_source="test", epochs_run=10, wall_time_s=0.0, config=Config(**config))
 
 
 def overall(records):
@@ -47,9 +47,8 @@ def test_records_markdown_table():
 
 @pytest.mark.parametrize("claim_id", sorted(CLAIMS))
 def test_every_claim_has_a_spec_with_quick_and_full_scales(claim_id):
-    path = spec_path(claim_id)
-    assert path.is_file() and path.stem == CLAIMS[claim_id].spec
-    spec = load_spec(path)
+    spec = claim_spec(claim_id)
+    assert spec.shipped and spec.name == CLAIMS[claim_id].spec
     assert spec.claim == claim_id
     quick, full = expand(spec, scale="quick"), expand(spec, scale="full")
     assert 1 <= len(quick) <= 12 and len(full) >= len(quick)
@@ -118,7 +117,7 @@ def test_diverged_or_missing_runs_are_inconclusive():
     assert recs[-1].verdict == "inconclusive"
     assert evaluate_claim("1", [])[0].verdict == "inconclusive"
     for r in recs:
-        assert r.verdict in VERDICTS or r.verdict == "-"
+        assert r.verdict is None or isinstance(r.verdict, Verdict)
     with pytest.raises(ValueError, match="claim_id"):
         evaluate_claim("9", [])
 
@@ -126,11 +125,11 @@ def test_diverged_or_missing_runs_are_inconclusive():
 @pytest.mark.slow
 def test_quick_scale_claim_sweeps_under_five_minutes(tmp_path):
     start = time.perf_counter()
-    records = claims.run_claims(out_dir=tmp_path, scale="quick", workers=2)
+    results = run_claims(tmp_path, scale="quick", workers=2)
     elapsed = time.perf_counter() - start
     assert elapsed < 300, elapsed
-    assert {r.claim for r in records} == set(CLAIMS)
-    assert not [r for r in records if r.verdict == "inconclusive"]
+    assert [r.claim for r in results] == list(CLAIMS)
+    assert not [r for r in results if r.overall == Verdict.INCONCLUSIVE]
 
 
 def test_missing_metrics_are_inconclusive_not_expected_failures_to_reach_nc():
@@ -160,3 +159,28 @@ def test_claim6_unsupervised_averages_seeds_per_beta():
            for b, e, s in rows for k, d in enumerate((-0.02, 0.02))]
     recs = evaluate_claim("6", uns)
     assert [r.verdict for r in recs if r.setting.startswith("unsupervised")] == ["holds"]
+
+
+def test_claim_record_round_trip_and_strict_keys():
+    row = ClaimRecord("1", "overall", "-", "NC", "2/2 at NC", "holds")
+    assert row.verdict is Verdict.HOLDS and ClaimRecord.from_dict(row.to_dict()) == row
+    with pytest.raises(ValueError):
+        ClaimRecord("1", "overall", "-", "NC", "x", "holds mostly")  # not a verdict
+    with pytest.raises(ValueError, match="expected exactly the keys"):
+        ClaimRecord.from_dict({**row.to_dict(), "claim_id": "1"})
+    with pytest.raises(ValueError, match="expected exactly the keys"):
+        ClaimResult.from_dict({"claim": "1", "rows": []})
+
+
+def test_run_claims_writes_claim_files_and_resumes(tmp_path, capsys):
+    first = run_claims(tmp_path, claim_ids=["8"], scale="tiny", progress=True)
+    assert [r.claim for r in first] == ["8"] and first[0].complete and first[0].runs == 2
+    err = capsys.readouterr().err  # the progress bar: runs done / total, on stderr
+    assert "claims (tiny)" in err and "2/2" in err
+    saved = ClaimResult.load(tmp_path, "8")
+    assert saved == first[0] and saved.overall in set(Verdict)
+    stamp = ClaimResult.path(tmp_path, "8").stat().st_mtime_ns
+    assert run_claims(tmp_path, claim_ids=["8"], scale="tiny", progress=False) == first  # complete: skipped
+    assert ClaimResult.path(tmp_path, "8").stat().st_mtime_ns == stamp
+    with pytest.raises(ValueError, match="claim_id"):
+        run_claims(tmp_path, claim_ids=["9"])

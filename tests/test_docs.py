@@ -1,4 +1,4 @@
-"""Keep docs/theory_map.md true: every test it names exists, every figure it names has a script."""
+"""Keep docs/theory_map.md true: every test it names exists, every figure it names has a module."""
 
 import fnmatch
 import re
@@ -40,11 +40,11 @@ def test_every_referenced_test_exists():
     assert not missing, f"docs/theory_map.md names tests that do not exist: {missing}"
 
 
-def test_every_referenced_figure_has_a_script():
+def test_every_referenced_figure_has_a_module():
     figures = set(re.findall(r"\b(fig_[a-z_]+)\b", MAP))
     assert figures
-    missing = sorted(f for f in figures if not (ROOT / "figures" / f"{f}.py").exists())
-    assert not missing, f"docs/theory_map.md names figures without a script: {missing}"
+    missing = sorted(f for f in figures if not (ROOT / "ncgeom" / "figures" / f"{f}.py").exists())
+    assert not missing, f"docs/theory_map.md names figures without a module (ncgeom/figures): {missing}"
 
 
 def test_ci_runs_the_readme_test_command_and_quickstart_has_two_commands():

@@ -8,7 +8,7 @@ import torch
 
 import ncgeom.experiments as experiments
 from ncgeom.cli.main import main
-from ncgeom.experiments import Config, config_fields, run, run_nc_value
+from ncgeom.experiments import Config, EpochRecord, RunSummary, config_fields, load_run, run, run_nc_value
 from ncgeom.metrics import METRIC_NAMES
 from ncgeom.theory import batch_nc_value
 
@@ -65,19 +65,25 @@ def test_run_records_and_files(tmp_path):
     result = run(cfg, out_dir=tmp_path)
     assert result.status == "completed" and len(result.history) == 3
     for rec in result.history:
-        assert set(rec) == HISTORY_KEYS
-        assert set(rec["metrics"]) == set(METRIC_NAMES)
-        np.testing.assert_allclose(rec["gap"], rec["loss"] - rec["nc_value"], rtol=0, atol=0)
-        assert 0.0 <= rec["test_ncc_accuracy"] <= 1.0
+        assert set(rec.to_dict()) == HISTORY_KEYS
+        assert set(rec.metrics) == set(METRIC_NAMES)
+        np.testing.assert_allclose(rec.gap, rec.loss - rec.nc_value, rtol=0, atol=0)
+        assert 0.0 <= rec.test_ncc_accuracy <= 1.0
     lines = (tmp_path / "history.jsonl").read_text().splitlines()
     assert [json.loads(line)["epoch"] for line in lines] == [1, 2, 3]
+    assert set(json.loads(lines[0])["metrics"]) == set(METRIC_NAMES)  # one shape: metrics nested in every line
     conf = json.loads((tmp_path / "config.json").read_text())
     assert "git_commit" in conf["provenance"] and "torch" in conf["provenance"]["versions"]
     assert experiments.config_from_dict({k: v for k, v in conf.items() if k != "provenance"}) == cfg
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["config"] == cfg.to_dict()
-    assert set(METRIC_NAMES) <= set(summary["final"]) and {"loss", "test_ncc_accuracy"} <= set(summary["final"])
+    assert set(summary["final"]) == HISTORY_KEYS and set(summary["final"]["metrics"]) == set(METRIC_NAMES)
     np.testing.assert_allclose(summary["nc_value"], result.nc_value, rtol=0, atol=0)
+    # the one reader gives back what the writer wrote
+    saved = load_run(tmp_path)
+    assert saved.config == cfg and saved.history == result.history
+    assert saved.summary == result.summary_record()
+    assert saved.series("etf_distance")[0] == [0.0, 1.0, 2.0, 3.0]  # the initial state, then every epoch
     emb = np.load(tmp_path / "embeddings.npz")
     assert emb["z"].shape == (18, 2) and np.array_equal(emb["labels"], result.labels)
 
@@ -85,7 +91,7 @@ def test_run_records_and_files(tmp_path):
 def test_run_is_bitwise_reproducible_for_a_seed():
     cfg = Config(**TINY, setting="hucl", beta=2.0)
     a, b = run(cfg), run(cfg)
-    strip = lambda h: [{k: v for k, v in r.items() if k != "time_s"} for r in h]  # noqa: E731
+    strip = lambda h: [{k: v for k, v in r.to_dict().items() if k != "time_s"} for r in h]  # noqa: E731
     assert strip(a.history) == strip(b.history)
     assert np.array_equal(a.embeddings, b.embeddings)
     c = run(cfg.replace(seed=1))
@@ -124,7 +130,7 @@ def test_divergence_stops_with_status_and_keeps_last_good_state(tmp_path):
     cfg = Config(classes=3, samples_per_class=4, batch_size=12, epochs=4, norm="none", lr=1e30)
     result = run(cfg, out_dir=tmp_path)
     assert result.status == "diverged" and "non-finite" in result.message
-    assert len(result.history) == 1 and result.final["epoch"] == 1
+    assert len(result.history) == 1 and result.final.epoch == 1
     assert np.isfinite(result.embeddings).all()
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "diverged" and summary["epochs_run"] == 1
@@ -132,20 +138,20 @@ def test_divergence_stops_with_status_and_keeps_last_good_state(tmp_path):
 
 def test_defaults_reach_nc_for_hscl_on_the_sphere():
     r = run(Config())  # unconstrained, hscl beta 5, sphere, C = 10, d = 9
-    assert r.final["etf_distance"] < 0.05
+    assert r.final.value("etf_distance") < 0.05
     assert abs(r.gap) < 0.01 * r.nc_value
 
 
 def test_no_normalization_blows_up_norms_with_dimensional_collapse():
     r = run(Config(norm="none", setting="scl", beta=0.0))
-    assert r.final["mean_norm"] > 2.0 * r.initial["mean_norm"]
-    assert min(r.final["spectrum"]) < 0.1  # DC: one order of magnitude
-    assert r.final["etf_distance"] > 0.05 and r.final["loss"] < r.nc_value  # below the unit-ETF value
+    assert r.final.mean_norm > 2.0 * r.initial.mean_norm
+    assert min(r.final.value("spectrum")) < 0.1  # DC: one order of magnitude
+    assert r.final.value("etf_distance") > 0.05 and r.final.loss < r.nc_value  # below the unit-ETF value
 
 
 def test_digits_tiny_run():
     r = run(Config(dataset="digits", model="mlp", classes=3, epochs=2, batch_size=64, lr=0.01, hidden_dim=16))
-    assert r.status == "completed" and 0.5 < r.final["test_ncc_accuracy"] <= 1.0
+    assert r.status == "completed" and 0.5 < r.final.test_ncc_accuracy <= 1.0
 
 
 def test_cli_train_json_and_errors(tmp_path, capsys):
@@ -184,18 +190,38 @@ def test_cli_train_diverged_exit_code(capsys):
     assert rc == 1 and "non-finite" in capsys.readouterr().err
 
 
-def test_config_backends_match_the_loss_backends():
-    from ncgeom.experiments.config import BACKENDS
-    from ncgeom.losses import BACKENDS as LOSS_BACKENDS
+def test_config_choices_are_the_vocabulary():
+    from ncgeom import vocabulary
 
-    assert BACKENDS == LOSS_BACKENDS
+    choices = {f.name: f.metadata.get("choices") for f in config_fields()}
+    assert choices["backend"] == vocabulary.BACKENDS and choices["setting"] == vocabulary.SETTINGS
+    assert choices["psi"] == vocabulary.PSI_NAMES and choices["norm"] == vocabulary.NORMALIZATIONS
     with pytest.raises(ValueError, match="backend"):
         Config(backend="cuda")
 
 
 def test_metrics_every_skips_epochs_but_not_the_last(tmp_path):
     r = run(Config(**{**TINY, "epochs": 5}, metrics_every=2), out_dir=tmp_path, progress=True)
-    assert [rec["metrics"] is None for rec in r.history] == [True, False, True, False, False]
-    assert r.final["epoch"] == 5 and r.final["etf_distance"] == r.history[-1]["metrics"]["etf_distance"]
+    assert [rec.metrics is None for rec in r.history] == [True, False, True, False, False]
+    assert r.final.epoch == 5 and r.final.value("etf_distance") == r.history[-1].metrics["etf_distance"]
     lines = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
-    assert lines[0]["metrics"] is None and lines[0]["loss"] == r.history[0]["loss"]
+    assert lines[0]["metrics"] is None and lines[0]["loss"] == r.history[0].loss
+
+
+def test_records_reject_unknown_and_missing_keys():
+    rec = EpochRecord(1, 0.5, 0.4, 0.1, metrics={"etf_distance": 0.2})
+    assert EpochRecord.from_dict(rec.to_dict()) == rec
+    with pytest.raises(ValueError, match="unknown key.*claim_id"):
+        EpochRecord.from_dict({**rec.to_dict(), "claim_id": "1"})
+    with pytest.raises(ValueError, match="missing key.*gap"):
+        EpochRecord.from_dict({k: v for k, v in rec.to_dict().items() if k != "gap"})
+    with pytest.raises(ValueError, match="unknown key.*etf"):
+        EpochRecord.from_dict({**rec.to_dict(), "metrics": {"etf": 0.2}})
+    with pytest.raises(ValueError, match="key must be"):
+        rec.value("etf")
+    summary = run(Config(**TINY)).summary()
+    assert RunSummary.from_dict(summary).to_dict() == summary
+    with pytest.raises(ValueError, match="status must be one of completed, diverged"):
+        RunSummary.from_dict({**summary, "status": "failed"})
+    with pytest.raises(ValueError, match="unknown key.*gap_rel"):
+        RunSummary.from_dict({**summary, "gap_rel": 0.0})

@@ -1,8 +1,8 @@
-"""Figure scripts (figures/*.py) and the results readers they use (ncgeom.reproduce.results, panels).
+"""Figure modules (ncgeom.figures) and the saved results they read (ncgeom.figures.runs, ncgeom.experiments.load_run).
 
-The scripts are exercised on synthetic results written in the run-directory format of the team
-contract (config.json, history.jsonl, summary.json; sweep.json naming the claim) and on theory JSON
-files of the formats ncgeom.reproduce.theory_data writes; no training happens here.
+The figures are exercised on synthetic results written with the record types that own the run-directory
+format (config.json, history.jsonl, summary.json; sweep.json naming the claim) and on theory JSON files
+of the formats ncgeom.reproduce.theory_data writes; no training happens here.
 """
 
 from __future__ import annotations
@@ -16,33 +16,37 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import ncgeom.figures
 from ncgeom.atomic_io import atomic_write_json
-from ncgeom.reproduce.figures import load_figure_module, render_figure
-from ncgeom.reproduce.registry import FIGURES, figure_names, figures_dir, get_figure
-from ncgeom.reproduce.results import MissingResults, load_runs, select_runs
+from ncgeom.experiments import Config, EpochRecord, RunSummary, load_runs
+from ncgeom.experiments.records import append_epoch, save_config
+from ncgeom.figures import FIGURES, figure_module, figure_names, get_figure, render_figure
+from ncgeom.figures.runs import MissingResults, load_theory, run_beta, select_runs, sweep_folders
+from ncgeom.reproduce.theory_data import harris_gaps, nc_value_curves
+from ncgeom.vocabulary import effective_beta
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _write_run(path: Path, rng: np.random.Generator, *, epochs: int = 5, classes: int = 4, **config) -> None:
-    """A synthetic run directory: NC metrics decaying at a beta-dependent rate."""
-    cfg = {"setting": "hscl", "beta": 0.0, "norm": "sphere", "init": "random", "positives": "label", "model": "unconstrained",
-           "dataset": "gaussian", "batch_size": 64, "classes": classes, "seed": 0, "epochs": epochs, "tau": 1.0}
-    cfg.update(config)
+    """A synthetic run directory (written by the record types): NC metrics decaying at a beta-dependent rate."""
+    cfg = Config(**{"setting": "hscl", "beta": 0.0, "batch_size": 64, "classes": classes, "epochs": epochs, **config})
     path.mkdir(parents=True, exist_ok=True)
-    (path / "config.json").write_text(json.dumps({**cfg, "provenance": {"git_commit": None}}))
-    beta = cfg["beta"] if cfg["setting"] in ("hscl", "hucl") else 0.0
-    rows = []
-    for epoch in range(1, epochs + 1):
+    save_config(path, cfg, {"git_commit": None})
+    beta = effective_beta(cfg.setting, cfg.beta)
+    records = []
+    for epoch in range(epochs + 1):
         d = math.exp(-(0.3 + 0.05 * beta) * epoch) + 0.01 * rng.random()
-        spectrum = np.sort(np.concatenate([[1.0], np.exp(-rng.random(classes - 2) * (3.0 if cfg["norm"] == "none" else 0.3) * epoch)]))[::-1]
+        spectrum = np.sort(np.concatenate([[1.0], np.exp(-rng.random(classes - 2) * (3.0 if cfg.norm == "none" else 0.3) * epoch)]))[::-1]
         metrics = {"unit_norm": d, "zero_sum": d / 2, "equal_inner_product": 0.8 * d, "within_class": 1.2 * d, "nc1": d * d,
                    "etf_distance": d, "spectrum": spectrum.tolist(), "rankme": classes - 1 - d, "ncc_accuracy": 1 - d / 2}
-        test_acc = None if cfg["model"] == "unconstrained" else 1 - 0.6 * d
-        rows.append({"epoch": epoch, "loss": 1 + d, "nc_value": 1.0, "gap": d, "test_ncc_accuracy": test_acc, "metrics": metrics})
-    (path / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    final = {**rows[-1]["metrics"], "loss": rows[-1]["loss"], "test_ncc_accuracy": rows[-1]["test_ncc_accuracy"]}
-    (path / "summary.json").write_text(json.dumps({"final": final, "nc_value": 1.0, "config": cfg, "status": "completed"}))
+        test_acc = None if cfg.model == "unconstrained" else 1 - 0.6 * d
+        loss = None if epoch == 0 else 1 + d
+        records.append(EpochRecord(epoch, loss, 1.0, None if loss is None else d, test_acc, 1.0, float(epoch), metrics))
+    with open(path / "history.jsonl", "w") as handle:
+        for record in records[1:]:
+            append_epoch(handle, record)
+    RunSummary("completed", "", records[-1], records[0], 1.0, "test", epochs, 0.0, cfg).save(path)
 
 
 def write_synthetic_results(root: Path, rng: np.random.Generator) -> Path:
@@ -72,9 +76,7 @@ def write_synthetic_results(root: Path, rng: np.random.Generator) -> Path:
             run("7", setting=setting, beta=b, init=init)
     for bs in (32, 64, 128, 256, 512):
         for setting, b in (("scl", 0.0), ("hscl", 5.0)):
-            run("8", setting=setting, beta=b, batch_size=bs)
-
-    from ncgeom.reproduce.theory_data import harris_gaps, nc_value_curves
+            run("8", setting=setting, beta=b, batch_size=bs, samples_per_class=150)
 
     theory = root / "theory"
     atomic_write_json(theory / "nc_values.json", nc_value_curves(num_classes=10, num_negatives=(1, 16), betas=(0.0, 2.0, 5.0, 30.0)))
@@ -101,27 +103,27 @@ def _assert_valid_png(path: Path) -> None:
     assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
 
 
-def test_registry_matches_the_scripts():
-    scripts = {p.stem for p in figures_dir().glob("fig_*.py")}
-    assert scripts == set(figure_names())
+def test_registry_matches_the_modules():
+    modules = {p.stem for p in Path(ncgeom.figures.__file__).parent.glob("fig_*.py")}
+    assert modules == set(figure_names())
     assert len(set(figure_names())) == len(FIGURES)
     for spec in FIGURES:
         assert spec.caption and spec.title
         assert spec.claims or spec.statements, f"{spec.name} bears on no claim or statement"
         assert set(spec.claims) <= {str(n) for n in range(1, 9)}
-    # every claim of theory.md section 9 is shown by at least one figure
+    # every claim of docs/theory.md, section 9 is shown by at least one figure
     assert {c for spec in FIGURES for c in spec.claims} == {str(n) for n in range(1, 9)}
     with pytest.raises(ValueError, match="figure must be one of"):
         get_figure("fig_nope")
 
 
 @pytest.mark.parametrize("name", figure_names())
-def test_script_has_docstring_name_and_entry_point(name):
-    module = load_figure_module(name)
+def test_module_has_docstring_name_and_entry_point(name):
+    module = figure_module(name)
     doc = module.__doc__ or ""
     assert module.NAME == name
-    assert f"python figures/{name}.py --results DIR --out DIR" in doc
-    assert "theory.md" in doc and ("claim" in doc or "Theorem" in doc or "section" in doc)
+    assert f"python -m ncgeom.figures.{name} --results DIR --out DIR" in doc
+    assert "docs/theory.md" in doc and ("claim" in doc or "Theorem" in doc or "section" in doc)
     assert callable(module.plot)
 
 
@@ -134,9 +136,9 @@ def test_figure_renders_from_saved_results(name, results, tmp_path):
     assert not (tmp_path / f"{name}.pdf").exists()
 
 
-@pytest.mark.parametrize("name", ["fig_scl_panels", "fig_init"])
+@pytest.mark.parametrize("name", ["fig_scl_panels", "fig_ucl_panels", "fig_init", "fig_batch_size"])
 def test_run_figure_renders_from_synthetic_runs(name, results, tmp_path):
-    """Two run-based figures on synthetic runs holding every configuration they can show."""
+    """Run-based figures on synthetic runs holding every configuration they can show."""
     status = render_figure(name, results, tmp_path, formats=("png",))
     assert status["status"] == "done", status.get("traceback", status["error"])
     _assert_valid_png(tmp_path / f"{name}.png")
@@ -157,12 +159,12 @@ def test_figure_without_results_reports_no_data(name, tmp_path):
     assert not (tmp_path / "out" / f"{name}.png").exists()
 
 
-def test_script_command_line(results, tmp_path):
-    script = figures_dir() / "fig_nc_values.py"
-    done = subprocess.run([sys.executable, str(script), "--results", str(results), "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+def test_module_command_line(results, tmp_path):
+    command = [sys.executable, "-m", "ncgeom.figures.fig_nc_values"]
+    done = subprocess.run([*command, "--results", str(results), "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     _assert_valid_png(tmp_path / "fig_nc_values.png")
-    missing = subprocess.run([sys.executable, str(script), "--results", str(tmp_path / "nowhere"), "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    missing = subprocess.run([*command, "--results", str(tmp_path / "nowhere"), "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2
     assert len(missing.stderr.strip().splitlines()) == 1 and "error" in missing.stderr
 
@@ -177,34 +179,25 @@ def test_load_runs_skips_unfinished_and_tolerates_a_torn_history_line(tmp_path):
     runs = load_runs(tmp_path)
     assert [r.path.name for r in runs] == ["done"]
     assert len(runs[0].history) == 3
-    assert len(load_runs(tmp_path, finished_only=False)) == 2
 
 
 def test_run_accessors_and_selection(tmp_path):
     rng = np.random.default_rng(2)
     _write_run(tmp_path / "a", rng, setting="hscl", beta=5.0, norm="ball")
     _write_run(tmp_path / "b", rng, setting="scl", beta=5.0, norm="sphere")
-    (tmp_path / "c").mkdir()
-    (tmp_path / "c" / "config.json").write_text(json.dumps({"loss": {"setting": "ucl", "beta": 2.0}}))
-    (tmp_path / "c" / "history.jsonl").write_text("")
-    (tmp_path / "c" / "summary.json").write_text(json.dumps({"status": "completed"}))
+    _write_run(tmp_path / "c", rng, setting="ucl", beta=2.0, norm="sphere")
     runs = load_runs(tmp_path)
     assert [r.path.name for r in select_runs(runs, setting=("hscl", "ucl"))] == ["a", "c"]
-    assert select_runs(runs, setting="ucl")[0].get("beta") == 2.0  # nested key found by its last component
+    assert select_runs(runs, setting="ucl")[0].config.beta == 2.0
     run_a = select_runs(runs, norm="ball")[0]
     epochs, values = run_a.series("etf_distance")
-    assert epochs == [1.0, 2.0, 3.0, 4.0, 5.0] and len(values) == 5
+    assert epochs == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0] and len(values) == 6  # the initial state, then each epoch
     assert run_a.final("etf_distance") == values[-1]
-
-    from ncgeom.reproduce.panels import run_beta
-
     assert run_beta(select_runs(runs, setting="scl")[0]) == 0.0  # scl ignores beta
     assert run_beta(run_a) == 5.0
 
 
 def test_sweep_folders_follow_the_claim_tag(results):
-    from ncgeom.reproduce.panels import sweep_folders
-
     assert [f.name for f in sweep_folders(results, ("6",))] == ["sweep_for_claim_6"]
     assert [f.name for f in sweep_folders(results, ("8",))] == ["sweep_for_claim_8"]
     assert sweep_folders(results, ("9",)) == []
@@ -214,7 +207,5 @@ def test_sweep_folders_follow_the_claim_tag(results):
 
 
 def test_load_theory_missing_raises(tmp_path):
-    from ncgeom.reproduce.results import load_theory
-
     with pytest.raises(MissingResults, match="nc_values.json"):
         load_theory(tmp_path, "nc_values")

@@ -11,10 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from ncgeom.cli.main import build_parser, main
-from ncgeom.reproduce import pipeline
 from ncgeom.atomic_io import atomic_write_bytes, atomic_write_json, read_json
-from ncgeom.reproduce.registry import FIGURES
+from ncgeom.cli.main import build_parser, main
+from ncgeom.cli.reference import cli_reference
+from ncgeom.experiments.claims import CLAIMS
+from ncgeom.figures import FIGURES
+from ncgeom.reproduce import pipeline
+from ncgeom.reproduce.report import write_gallery
+from ncgeom.vocabulary import VERDICTS
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -31,8 +35,6 @@ def tiny_run(tmp_path_factory):
 
 def test_tiny_reproduction_end_to_end(tiny_run):
     import matplotlib.image
-
-    from ncgeom.experiments.claims import CLAIMS, VERDICTS
 
     out, code, seconds = tiny_run
     assert code == 0, (out / "report.md").read_text() if (out / "report.md").exists() else "no report"
@@ -57,6 +59,10 @@ def test_tiny_reproduction_end_to_end(tiny_run):
     for name in ("nc_values", "harris_gap", "certificates", "hucl_exploration"):
         assert (out / "theory" / f"{name}.json").exists()
     assert read_json(out / "theory" / "harris_gap.json")["holds"] is True
+    # the report cites the theory in the repository and prints no path of this machine
+    assert "Theory: docs/theory.md" in report
+    for machine_path in (out, Path.home(), Path(__file__).resolve().parents[1]):  # output, home, checkout
+        assert str(machine_path) not in report
 
 
 def test_rerun_skips_finished_stages_and_keeps_results(tiny_run):
@@ -73,8 +79,6 @@ def test_rerun_skips_finished_stages_and_keeps_results(tiny_run):
 
 
 def test_gallery_copies_every_figure_with_its_caption(tiny_run, tmp_path):
-    from ncgeom.reproduce.report import write_gallery
-
     out, _, _ = tiny_run
     index = write_gallery(out, tmp_path / "gallery").read_text()
     import matplotlib.image
@@ -216,3 +220,8 @@ def test_cli_reference_covers_every_subcommand_and_option():
                 continue
             for opt in action.option_strings:
                 assert opt in text, f"option {opt} of ncgeom {name} missing from docs/cli.md"
+
+
+def test_cli_reference_is_current():
+    """docs/cli.md is the output of `python -m ncgeom.cli.reference` (regenerate it when a parser changes)."""
+    assert (DOCS / "cli.md").read_text() == cli_reference()

@@ -1,4 +1,4 @@
-"""ncgeom.experiments.sweep: specs, grid expansion, resumable parallel runs, CSV table, Dask, CLI."""
+"""ncgeom.experiments.spec and .sweep: specs (shipped and TOML), scales, resumable parallel runs, CSV, Dask, CLI."""
 
 import csv
 import json
@@ -11,7 +11,9 @@ import torch
 
 import ncgeom.experiments.sweep as sweep
 from ncgeom.cli.main import main
-from ncgeom.experiments.sweep import expand, load_spec, run_name, run_sweep, spec_from_dict
+from ncgeom.experiments.spec import expand, load_spec, run_name, spec_from_dict, spec_names
+from ncgeom.experiments.sweep import run_sweep
+from ncgeom.vocabulary import SCALES
 
 TINY_SPEC = """
 name = "tiny"
@@ -27,6 +29,7 @@ beta = [0.0]
 [[grid]]
 setting = ["hscl"]
 beta = [1.0, 5.0]
+[tiny]
 [quick]
 epochs = 1
 [full]
@@ -64,14 +67,16 @@ def test_all_exports_exist_once():
 
 def test_expand_union_of_products_and_scales(spec_file):
     spec = load_spec(spec_file)
-    base = expand(spec, scale="base")
-    assert [(c.setting, c.beta, c.epochs) for c in base] == [("scl", 0.0, 2), ("hscl", 1.0, 2), ("hscl", 5.0, 2)]
+    tiny = expand(spec, scale="tiny")  # an empty [tiny] table: the [base] fields and the [[grid]] tables
+    assert [(c.setting, c.beta, c.epochs) for c in tiny] == [("scl", 0.0, 2), ("hscl", 1.0, 2), ("hscl", 5.0, 2)]
     assert {c.epochs for c in expand(spec, scale="quick")} == {1}
     full = expand(spec, scale="full")
     assert len(full) == 4 and {c.epochs for c in full} == {3} and spec.grid_keys("full") == ("setting", "seed")
     # duplicates collapse
     dup = spec_from_dict({"base": {"classes": 3, "samples_per_class": 6, "batch_size": 18}, "grid": {"seed": [1, 1]}})
-    assert len(expand(dup, scale="base")) == 1
+    assert len(expand(dup, scale="tiny")) == 1
+    with pytest.raises(ValueError, match="scale must be one of"):
+        expand(spec, scale="base")  # [base] holds shared fields; it is not a scale
 
 
 def test_run_names_are_stable_and_distinct(spec_file):
@@ -149,14 +154,14 @@ def test_process_pool_matches_serial_bitwise(spec_file, tmp_path):
         pooled = run_sweep(spec_file, tmp_path / "p", scale="quick", executor=ex)
     for a, b in zip(serial.runs, pooled.runs):
         assert a.name == b.name
-        assert a.summary["final"] == b.summary["final"]
+        assert a.summary.final.metrics == b.summary.final.metrics and a.summary.final.loss == b.summary.final.loss
 
 
 @pytest.mark.slow
 def test_default_spawn_process_pool(spec_file, tmp_path):
     serial = run_sweep(spec_file, tmp_path / "s", scale="quick")
     pooled = run_sweep(spec_file, tmp_path / "p", scale="quick", workers=2)
-    assert [a.summary["final"] for a in serial.runs] == [b.summary["final"] for b in pooled.runs]
+    assert [a.summary.final.metrics for a in serial.runs] == [b.summary.final.metrics for b in pooled.runs]
 
 
 def test_dask_local_cluster(spec_file, tmp_path):
@@ -199,3 +204,32 @@ def test_cli_sweep(spec_file, tmp_path, capsys):
     assert rc == 2 and err.count("\n") == 1 and "lr" in err
     rc = main(["sweep", str(spec_file), "--out", str(tmp_path / "b"), "--workers", "0"])
     assert rc == 2 and "workers" in capsys.readouterr().err
+
+
+def test_shipped_specs_state_every_scale():
+    names = spec_names()
+    assert len(names) == 8 and all(n.startswith("claim") for n in names)
+    for name in names:
+        spec = load_spec(name)
+        assert spec.shipped and spec.name == name
+        for scale in SCALES:
+            assert spec.scales[scale], f"{name}: no [{scale}] table"
+        tiny = expand(spec, scale="tiny")
+        assert tiny and max(c.epochs for c in tiny) == 2, name  # the test scale, stated in the spec
+        assert len(expand(spec, scale="full")) >= len(expand(spec, scale="quick")) >= len(tiny)
+    with pytest.raises(ValueError, match="shipped specs claim1_scl_hscl_nc"):
+        load_spec("claim9_nothing")
+
+
+def test_cli_sweep_lists_and_runs_a_shipped_spec_by_name(tmp_path, capsys, monkeypatch):
+    assert main(["sweep", "--list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in listed] == list(spec_names())
+    monkeypatch.chdir(tmp_path)  # the spec comes from the package, not from the working directory
+    rc = main(["sweep", "claim8_batch_size", "--scale", "tiny", "--out", "c8", "--quiet"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "claim8_batch_size: 2/2 runs finished" in out and "claim 8 |" in out
+    verdicts = json.loads((tmp_path / "c8" / "claim.json").read_text())
+    assert {v["claim"] for v in verdicts} == {"8"} and verdicts[-1]["setting"] == "overall"
+    assert main(["sweep", "--out", "x"]) == 2
+    assert "give a spec" in capsys.readouterr().err

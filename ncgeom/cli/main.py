@@ -13,9 +13,12 @@ import argparse
 import importlib
 import sys
 
+from ncgeom import __version__
+
 __all__ = ["main", "UsageError", "build_parser", "SUBCOMMAND_MODULES"]
 
 # Order = order in --help. A module missing from an install is skipped (never breaks the CLI).
+# ncgeom.cli.reference (the docs/cli.md generator) imports this module; nothing here imports it.
 SUBCOMMAND_MODULES = ("nc_value", "metrics", "verify", "train", "sweep", "bench", "reproduce")
 
 
@@ -29,8 +32,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ncgeom import __version__
-
     parser = _Parser(prog="ncgeom", description="Verify the geometry of hard-negative contrastive learning.")
     parser.add_argument("--version", action="version", version=f"ncgeom {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

@@ -1,10 +1,12 @@
-"""``ncgeom sweep SPEC.toml --out DIR``: run a grid of configs in parallel, resumably.
+"""``ncgeom sweep NAME|SPEC.toml --out DIR``: run a grid of configs in parallel, resumably.
 
-Runs every config of the spec (base <- [quick]/[full] overrides <- grid) into DIR/<run name>/, skipping
-finished runs, then writes DIR/summary.csv. ``--workers N`` processes (default 1: in this process);
-``--scheduler ADDRESS`` sends the runs to a Dask distributed cluster instead (optional extra
-ncgeom[distributed]). If the spec tests a claim of theory.md section 9, its verdicts are printed and
-written to DIR/claim.json. Exit codes: 0 all runs finished, 1 some run failed, 2 bad input.
+Runs every config of the spec (base <- [tiny]/[quick]/[full] overrides <- grid) into DIR/<run name>/,
+skipping finished runs, then writes DIR/summary.csv. NAME is a spec shipped with ncgeom (``--list``
+shows them: one per claim of docs/theory.md, section 9); a path to a TOML file works too.
+``--workers N`` processes (default 1: in this process); ``--scheduler ADDRESS`` sends the runs to a Dask
+distributed cluster instead (optional extra ncgeom[distributed]). For a shipped claim spec, the
+claim's verdicts are printed and written to DIR/claim.json. Exit codes: 0 all runs finished, 1 some run
+failed, 2 bad input.
 """
 
 from __future__ import annotations
@@ -12,16 +14,26 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+
+from ncgeom.atomic_io import atomic_write_json
+from ncgeom.experiments.claims import CLAIMS, evaluate_claim
+from ncgeom.experiments.spec import load_spec, spec_names
+from ncgeom.experiments.sweep import make_executor, run_sweep
+from ncgeom.threads import limit_cpu_threads
+from ncgeom.validate import require_choice, require_int
+from ncgeom.vocabulary import SCALES
 
 __all__ = ["register"]
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("sweep", help="run a grid of training configs from a TOML spec",
+    parser = subparsers.add_parser("sweep", help="run a grid of training configs from a shipped or TOML spec",
                                    description=__doc__.split("\n\n")[0])
-    parser.add_argument("spec", metavar="SPEC.toml", help="sweep spec (see docs/experiments.md)")
-    parser.add_argument("--out", metavar="DIR", required=True, help="output folder (one directory per run)")
-    parser.add_argument("--scale", default="quick", help="quick, full or base (no overrides) [quick]")
+    parser.add_argument("spec", metavar="SPEC", nargs="?", help="shipped spec name (see --list) or TOML file (docs/experiments.md)")
+    parser.add_argument("--list", action="store_true", help="list the shipped specs and exit")
+    parser.add_argument("--out", metavar="DIR", help="output folder (one directory per run)")
+    parser.add_argument("--scale", default="quick", help=f"{', '.join(SCALES)} [quick]")
     parser.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes [1]")
     parser.add_argument("--scheduler", metavar="ADDRESS", default=None, help="Dask scheduler address (tcp://host:port)")
     parser.add_argument("--json", action="store_true", help="print the run list (and verdicts) as JSON")
@@ -30,31 +42,26 @@ def register(subparsers) -> None:
 
 
 def _handler(args: argparse.Namespace) -> int:
-    from ncgeom.experiments.claims import CLAIMS, evaluate_claim, spec_path
-    from ncgeom.experiments.result import write_json_atomic
-    from ncgeom.experiments.sweep import SCALES, dask_executor, load_spec, run_sweep
-    from ncgeom.threads import limit_cpu_threads
-    from ncgeom.validate import require_choice, require_int
-
+    if args.list:
+        for name in spec_names():
+            spec = load_spec(name)
+            print(f"{name}: claim {spec.claim}; " + " ".join(spec.description.split())[:100])
+        return 0
+    if args.spec is None or args.out is None:
+        raise ValueError("give a spec (a shipped name or a TOML file) and --out DIR, or --list")
     require_choice("scale", args.scale, SCALES)
     require_int("workers", args.workers, min_value=1)
     spec = load_spec(args.spec)  # every config validated before anything runs
     progress = not args.quiet and sys.stderr.isatty()
-    if args.scheduler:
-        with dask_executor(args.scheduler) as executor:
-            result = run_sweep(spec, args.out, scale=args.scale, executor=executor, progress=progress)
-    else:
-        if args.workers == 1:
-            limit_cpu_threads(1)
-        result = run_sweep(spec, args.out, scale=args.scale, workers=args.workers, progress=progress)
-
+    if args.workers == 1 and args.scheduler is None:
+        limit_cpu_threads(1)  # the runs go in this process: one thread, as in a worker (ncgeom.threads)
+    with make_executor(args.workers, scheduler=args.scheduler) as ex:
+        result = run_sweep(spec, args.out, scale=args.scale, executor=ex, progress=progress)
     records = ()
-    from pathlib import Path
-
-    if spec.claim in CLAIMS and Path(args.spec).resolve() == spec_path(spec.claim).resolve():
+    if spec.shipped and spec.claim in CLAIMS and CLAIMS[spec.claim].spec == spec.name:
         records = evaluate_claim(spec.claim, result)
-        write_json_atomic(Path(args.out) / "claim.json", [r.to_dict() for r in records])
-    done = sum(r.status in ("completed", "diverged") for r in result.runs)
+        atomic_write_json(Path(args.out) / "claim.json", [r.to_dict() for r in records])
+    done = sum(r.status != "failed" for r in result.runs)
     if args.json:
         print(json.dumps({"runs": [{"name": r.name, "status": r.status, "skipped": r.skipped, "error": r.error}
                                    for r in result.runs], "table": result.table_path,
@@ -63,7 +70,7 @@ def _handler(args: argparse.Namespace) -> int:
         skipped = sum(r.skipped for r in result.runs)
         print(f"{spec.name}: {done}/{len(result.runs)} runs finished ({skipped} already done); table: {result.table_path}")
         for r in records:
-            print(f"  claim {r.claim} | {r.setting} | {r.metric} | expected {r.expected} | {r.observed} | {r.verdict}")
+            print(f"  claim {r.claim} | {r.setting} | {r.metric} | expected {r.expected} | {r.observed} | {r.verdict or '-'}")
     for r in result.failed:
         print(f"ncgeom sweep: error: run {r.name} failed: {r.error}", file=sys.stderr)
     return 1 if result.failed else 0

@@ -10,6 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
+
+from ncgeom.atomic_io import dumps_json
 
 __all__ = ["register", "add_config_options", "config_values"]
 
@@ -38,7 +41,7 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
         if isinstance(f.default, bool):
             group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
             continue
-        kind = _SPECIAL_TYPES.get(f.name, type(f.default))
+        kind: Any = _SPECIAL_TYPES.get(f.name, type(f.default))
         if kind == "int_or_batch":
             kind = _int_or_batch
         group.add_argument(flag, dest=f.name, type=kind, default=None, metavar=f.name.upper(), help=help_text)
@@ -79,6 +82,11 @@ def _load_file(path: str) -> dict:
     return data
 
 
+def _number(value, digits: int) -> str:
+    """``value`` with ``digits`` significant digits (%g: never drops an exponent), or "n/a" when missing."""
+    return "n/a" if value is None else f"{value:.{digits}g}"
+
+
 def _handler(args: argparse.Namespace) -> int:
     from ncgeom.experiments.config import config_from_dict
     from ncgeom.validate import require_int
@@ -88,19 +96,21 @@ def _handler(args: argparse.Namespace) -> int:
     values.update(config_values(args))
     config = config_from_dict(values)  # ValueError (naming the field) -> exit 2, before any training
 
-    from ncgeom.threads import limit_cpu_threads
     from ncgeom.experiments.train import run
+    from ncgeom.threads import limit_cpu_threads
 
     limit_cpu_threads(args.threads)
     result = run(config, out_dir=args.out, progress=not args.quiet and sys.stderr.isatty())
     if args.json:
-        print(json.dumps(result.summary(), indent=1))
+        print(dumps_json(result.summary(), indent=1))
     else:
         f = result.final
         print(f"status: {result.status} ({result.message})")
-        print(f"loss {f.get('loss')!s:.10} | nc_value {result.nc_value:.6g} [{result.nc_value_source}] | gap {result.gap!s:.10}")
-        print(" | ".join(f"{k} {f[k]:.4g}" for k in ("etf_distance", "within_class", "nc1", "unit_norm", "rankme")
-                         if isinstance(f.get(k), float)))
+        # %g keeps the exponent (a string cut to 10 characters printed 2.43e-05 as "2.42749254")
+        print(f"loss {_number(f.loss, 10)} | nc_value {result.nc_value:.6g} [{result.nc_value_source}]"
+              f" | gap {_number(result.gap, 6)}")
+        print(" | ".join(f"{k} {f.value(k):.4g}" for k in ("etf_distance", "within_class", "nc1", "unit_norm", "rankme")
+                         if isinstance(f.value(k), float)))
         if args.out:
             print(f"written: {args.out}/config.json, history.jsonl, summary.json")
     if result.status != "completed":

@@ -1,26 +1,22 @@
-"""Experiments: config -> run -> result, sweeps over grids of configs, and the claims of theory.md section 9.
+"""Experiments: config -> run -> run directory, sweeps over grids of configs, and the claims of docs/theory.md, section 9.
 
 - :mod:`.config`: :class:`Config` (frozen, validated; every field documented);
-- :mod:`.train`: :func:`run` (Adam on :func:`ncgeom.losses.batch_loss`, metrics per epoch);
-- :mod:`.result`: :class:`Result` and the run-directory files (config.json, history.jsonl, summary.json);
-- :mod:`.sweep`: TOML sweep specs, :func:`run_sweep` (process pool or any executor, e.g. Dask), CSV table;
-- :mod:`.claims`: per claim, its spec and evaluation into verdict records.
+- :mod:`.train`: :func:`run` (Adam on :func:`ncgeom.losses.batch_loss`, metrics per epoch) -> :class:`Result`;
+- :mod:`.records`: the run-directory files, each owned by its record (:class:`EpochRecord`,
+  :class:`RunSummary`, config.json) and :func:`load_run` -> :class:`SavedRun`;
+- :mod:`.spec`: sweep specs (TOML; the claim specs ship in ``specs/``), :func:`load_spec`, :func:`expand`;
+- :mod:`.sweep`: :func:`run_sweep` (resumable) and :func:`make_executor` (process pool or Dask), CSV table;
+- :mod:`.claims`: per claim, its spec and evaluation; :func:`run_claims` writes ``claims/<id>.json``.
 
 Importing this package does not import torch; :func:`run` does.
 """
 
-from ncgeom.experiments.claims import CLAIMS, Claim, ClaimRecord, evaluate_claim, run_claim, run_claims
+from ncgeom.experiments.claims import CLAIMS, Claim, ClaimRecord, ClaimResult, evaluate_claim, run_claims
 from ncgeom.experiments.config import Config, config_fields, config_from_dict
-from ncgeom.experiments.result import Result, read_summary
-from ncgeom.experiments.sweep import (
-    RunRecord,
-    SweepResult,
-    SweepSpec,
-    dask_executor,
-    expand,
-    load_spec,
-    run_sweep,
-)
+from ncgeom.experiments.records import EpochRecord, RunSummary, SavedRun, load_run, load_runs
+from ncgeom.experiments.result import Result
+from ncgeom.experiments.spec import SweepSpec, expand, load_spec, spec_names
+from ncgeom.experiments.sweep import RunRecord, SweepResult, dask_executor, make_executor, run_sweep
 from ncgeom.experiments.train import make_data, run, run_nc_value
 
 __all__ = [
@@ -31,18 +27,24 @@ __all__ = [
     "make_data",
     "run_nc_value",
     "Result",
-    "read_summary",
+    "EpochRecord",
+    "RunSummary",
+    "SavedRun",
+    "load_run",
+    "load_runs",
     "SweepSpec",
-    "RunRecord",
-    "SweepResult",
+    "spec_names",
     "load_spec",
     "expand",
+    "RunRecord",
+    "SweepResult",
     "run_sweep",
+    "make_executor",
     "dask_executor",
     "Claim",
     "ClaimRecord",
+    "ClaimResult",
     "CLAIMS",
-    "run_claim",
     "evaluate_claim",
     "run_claims",
 ]

@@ -1,49 +1,46 @@
-"""The claims of theory.md section 9 as sweeps plus evaluations into verdict records.
+"""The claims of docs/theory.md, section 9: each a shipped sweep spec plus an evaluation into verdict rows.
 
-Each :class:`Claim` names its sweep spec (``experiments/<name>.toml``, with ``[quick]`` and ``[full]``
-scales) and an ``evaluate`` function (:mod:`ncgeom.experiments.evaluations`, where the NC and DC
-thresholds are stated) that turns the finished runs' summaries into :class:`ClaimRecord` rows
-(claim, setting, metric, expected, observed, verdict). Used by ``ncgeom reproduce`` via
-:func:`run_claim` / :func:`evaluate_claim`; :func:`records_markdown` formats rows for docs/results.md.
+Each :class:`Claim` names its spec (``ncgeom/experiments/specs/<spec>.toml``, scales tiny/quick/full)
+and an evaluation (:mod:`ncgeom.experiments.evaluations`, where the NC and DC thresholds are stated)
+that turns the finished runs' summaries into :class:`ClaimRecord` rows. :func:`run_claims` runs the
+sweeps of several claims on one executor and writes one :class:`ClaimResult` file per claim,
+``OUT/claims/<id>.json``; ``ncgeom reproduce`` and ``ncgeom sweep`` use it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import Executor
-from dataclasses import dataclass, field
+import contextlib
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
-from ncgeom.experiments.evaluations import (
-    DC_SPECTRUM,
-    EVALUATIONS,
-    NC_ETF,
-    NC_REL_GAP,
-    NC_WITHIN,
-    VERDICTS,
-    ClaimRecord,
-)
-from ncgeom.experiments.result import read_summary
-from ncgeom.experiments.sweep import SweepResult, load_spec, run_sweep
+from tqdm import tqdm
+
+from ncgeom.atomic_io import atomic_write_json, read_json
+from ncgeom.experiments.evaluations import EVALUATIONS, ClaimRecord
+from ncgeom.experiments.records import RunSummary, load_runs
+from ncgeom.experiments.spec import SweepSpec, expand, load_spec
+from ncgeom.experiments.sweep import RunRecord, SweepResult, make_executor, run_sweep
 from ncgeom.validate import require_choice
+from ncgeom.vocabulary import SCALES, Verdict
 
 __all__ = [
-    "NC_ETF", "NC_WITHIN", "NC_REL_GAP", "DC_SPECTRUM", "VERDICTS",
-    "ClaimRecord", "Claim", "CLAIMS", "SPEC_DIR", "spec_path", "run_claim", "evaluate_claim",
-    "load_summaries", "run_claims", "records_markdown",
+    "Claim", "CLAIMS", "ClaimRecord", "ClaimResult", "claim_spec", "evaluate_claim", "load_summaries",
+    "run_claims", "records_markdown",
 ]
-
-SPEC_DIR = Path(__file__).resolve().parents[2] / "experiments"
 
 
 @dataclass(frozen=True)
 class Claim:
-    """A claim of theory.md section 9: statement, sweep spec file name, evaluation."""
+    """A claim of docs/theory.md, section 9: statement, name of its shipped spec, evaluation."""
 
     id: str
     statement: str
     spec: str
-    evaluate: Callable[[list[dict]], list[ClaimRecord]] = field(repr=False)
+    evaluate: Callable[[list[RunSummary]], list[ClaimRecord]] = field(repr=False)
 
 
 CLAIMS: dict[str, Claim] = {c.id: c for c in (
@@ -63,90 +60,169 @@ CLAIMS: dict[str, Claim] = {c.id: c for c in (
 )}
 
 
-def spec_path(claim_id: str) -> Path:
-    """experiments/<spec>.toml of a claim."""
-    claim = CLAIMS[require_choice("claim_id", str(claim_id), CLAIMS)]
-    return SPEC_DIR / f"{claim.spec}.toml"
+def _claim(claim_id) -> Claim:
+    return CLAIMS[require_choice("claim_id", str(claim_id), CLAIMS)]
 
 
-def run_claim(claim_id: str, out_dir: str | Path, *, scale: str = "quick", workers: int = 1,
-              executor: Executor | None = None, progress: bool = False) -> SweepResult:
-    """Run (or resume) the sweep of a claim into ``out_dir`` (one run directory per config)."""
-    return run_sweep(load_spec(spec_path(claim_id)), out_dir, scale=scale, workers=workers, executor=executor,
-                     progress=progress)
+def claim_spec(claim_id: str) -> SweepSpec:
+    """The shipped sweep spec of a claim."""
+    return load_spec(_claim(claim_id).spec)
 
 
-def load_summaries(sweep_dir: str | Path) -> list[dict]:
-    """summary.json of every finished run under ``sweep_dir`` (sorted by run name)."""
-    out = []
-    for d in sorted(Path(sweep_dir).iterdir()) if Path(sweep_dir).is_dir() else []:
-        s = read_summary(d) if d.is_dir() else None
-        if s is not None:
-            out.append(s)
-    return out
+@dataclass(frozen=True)
+class ClaimResult:
+    """``claims/<id>.json``: a claim's verdict rows and how they were obtained.
+
+    ``runs`` counts the sweep's runs; ``failed_runs`` names each run that raised (retried on the next
+    call); ``error`` is set when the sweep itself could not run. ``complete``: neither.
+    """
+
+    claim: str
+    statement: str
+    spec: str
+    scale: str
+    runs: int
+    failed_runs: tuple[str, ...]
+    error: str | None
+    rows: tuple[ClaimRecord, ...]
+
+    @property
+    def complete(self) -> bool:
+        return not self.failed_runs and self.error is None
+
+    @property
+    def overall(self) -> Verdict | None:
+        """The verdict of the claim's ``overall`` row (None without one)."""
+        return next((r.verdict for r in self.rows if r.setting == "overall"), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out.update(failed_runs=list(self.failed_runs), rows=[r.to_dict() for r in self.rows])
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ClaimResult:
+        names = [f.name for f in fields(cls)]
+        if not isinstance(data, dict) or set(data) != set(names):
+            raise ValueError(f"claim file: expected exactly the keys {', '.join(names)}, got {sorted(data) if isinstance(data, dict) else data!r}")
+        return cls(**{**data, "failed_runs": tuple(data["failed_runs"]),
+                      "rows": tuple(ClaimRecord.from_dict(r) for r in data["rows"])})
+
+    def save(self, out_dir: str | Path) -> Path:
+        """Write ``out_dir/claims/<id>.json`` atomically."""
+        return atomic_write_json(self.path(out_dir, self.claim), self.to_dict())
+
+    @classmethod
+    def load(cls, out_dir: str | Path, claim_id: str) -> ClaimResult | None:
+        """``out_dir/claims/<id>.json``, or None if that claim was not evaluated there."""
+        path = cls.path(out_dir, claim_id)
+        return cls.from_dict(read_json(path)) if path.is_file() else None
+
+    @staticmethod
+    def path(out_dir: str | Path, claim_id: str) -> Path:
+        return Path(out_dir) / "claims" / f"{claim_id}.json"
 
 
-def evaluate_claim(claim_id: str, results: SweepResult | str | Path | list[dict]) -> tuple[ClaimRecord, ...]:
-    """Verdict records of a claim from a SweepResult, a sweep directory, or a list of summaries."""
-    claim = CLAIMS[require_choice("claim_id", str(claim_id), CLAIMS)]
-    if isinstance(results, SweepResult):
-        summaries = results.summaries()
-    elif isinstance(results, (str, Path)):
-        summaries = load_summaries(results)
-    else:
-        summaries = list(results)
-    if not any(s.get("status") == "completed" for s in summaries):
-        return (ClaimRecord(claim.id, "overall", "-", claim.statement, "no finished runs", "inconclusive"),)
+def load_summaries(sweep_dir: str | Path) -> list[RunSummary]:
+    """The summaries of the finished runs under ``sweep_dir`` (sorted by run name)."""
+    return [run.summary for run in load_runs(sweep_dir) if run.summary is not None]
+
+
+def evaluate_claim(claim_id: str, results: SweepResult | Sequence[RunSummary]) -> tuple[ClaimRecord, ...]:
+    """Verdict rows of a claim from a SweepResult or a list of run summaries."""
+    claim = _claim(claim_id)
+    summaries = results.summaries() if isinstance(results, SweepResult) else list(results)
+    if not any(s.status == "completed" for s in summaries):
+        return (ClaimRecord(claim.id, "overall", "-", claim.statement, "no finished runs", Verdict.INCONCLUSIVE),)
     rows = claim.evaluate(summaries)
-    bad = [s for s in summaries if s.get("status") != "completed"]
+    bad = [s for s in summaries if s.status != "completed"]
     if bad:
-        rows.append(ClaimRecord(claim.id, "diverged runs", "status", "completed", f"{len(bad)} diverged", "inconclusive"))
+        rows.append(ClaimRecord(claim.id, "diverged runs", "status", "completed", f"{len(bad)} diverged", Verdict.INCONCLUSIVE))
     return tuple(rows)
 
 
-def run_claims(claim_ids=None, *, out_dir: str | Path, scale: str = "quick", workers: int = 1,
-               executor: Executor | None = None, progress: bool = False) -> tuple[ClaimRecord, ...]:
-    """Run and evaluate several claims (default all), each into ``out_dir/<spec name>``.
+def run_claims(
+    out_dir: str | Path,
+    *,
+    claim_ids: Iterable[str] | None = None,
+    scale: str = "quick",
+    workers: int = 1,
+    scheduler=None,
+    executor: Executor | None = None,
+    force: bool = False,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> tuple[ClaimResult, ...]:
+    """Run the sweeps of several claims (default all) and write their verdicts.
 
-    All runs of all claims are submitted to one executor (a process pool of ``workers`` by default),
-    so the pool stays busy across claims.
+    Each claim's sweep goes into ``out_dir/sweeps/<spec>/`` (finished runs are skipped, so an
+    interrupted call resumes) and its :class:`ClaimResult` into ``out_dir/claims/<id>.json``. A claim
+    whose file is complete is skipped unless ``force``. All runs of all claims share one executor
+    (``executor``, or :func:`~ncgeom.experiments.sweep.make_executor` of ``workers`` / ``scheduler``),
+    each claim's sweep fed from its own thread, so the workers stay busy across claims. ``progress``
+    shows one tqdm bar on stderr over all runs (runs done / total, with an ETA).
+
+    Returns the ClaimResult of every requested claim, in claim order.
     """
-    ids = list(CLAIMS) if claim_ids is None else [str(c) for c in claim_ids]
-    for c in ids:
-        require_choice("claim_id", c, CLAIMS)
-    own = executor is None and workers > 1
-    if own:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+    ids = list(CLAIMS) if claim_ids is None else [_claim(c).id for c in claim_ids]
+    scale = require_choice("scale", scale, SCALES)
+    log = log or (lambda msg: None)
+    out = Path(out_dir)
+    done: dict[str, ClaimResult] = {}
+    for cid in ids:
+        previous = None if force else ClaimResult.load(out, cid)
+        if previous is not None and previous.complete and previous.scale == scale:
+            done[cid] = previous
+            log(f"  claim {cid}: already evaluated ({previous.overall}), skipped")
+    specs = {cid: claim_spec(cid) for cid in ids if cid not in done}
+    total = sum(len(expand(spec, scale=scale)) for spec in specs.values())
+    bar = tqdm(total=total, unit="run", desc=f"claims ({scale})", file=sys.stderr, disable=not progress or not total)
 
-        from ncgeom.experiments.sweep import _init_worker
+    def on_run(record: RunRecord) -> None:
+        bar.update(1)
 
-        executor = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker,
-                                       mp_context=multiprocessing.get_context("spawn"))
+    def sweep(cid: str, ex: Executor | None) -> ClaimResult:
+        spec = specs[cid]
+        try:
+            result = run_sweep(spec, out / "sweeps" / spec.name, scale=scale, executor=ex, on_run=on_run)
+        except Exception as exc:  # recorded in the claim file; the other claims still run
+            return ClaimResult(cid, CLAIMS[cid].statement, spec.name, scale, 0, (), f"{type(exc).__name__}: {exc}", ())
+        failed = tuple(f"{r.name}: {r.error}" for r in result.failed)
+        rows = evaluate_claim(cid, result)
+        return ClaimResult(cid, CLAIMS[cid].statement, spec.name, scale, len(result.runs), failed, None, rows)
+
     try:
-        results = _run_all(ids, Path(out_dir), scale, workers, executor, progress)
+        with _shared(executor, workers, scheduler) as ex:
+            if ex is None:
+                pending = ((cid, sweep(cid, None)) for cid in specs)
+            else:
+                feeder = ThreadPoolExecutor(max_workers=max(len(specs), 1))
+                futures = {cid: feeder.submit(sweep, cid, ex) for cid in specs}
+                pending = ((cid, fut.result()) for cid, fut in futures.items())
+            for cid, claim_result in pending:
+                claim_result.save(out)
+                done[cid] = claim_result
+                extra = f", {len(claim_result.failed_runs)} failed" if claim_result.failed_runs else ""
+                log(f"  claim {cid}: {claim_result.overall or claim_result.error} ({claim_result.runs} runs{extra})")
+            if ex is not None:
+                feeder.shutdown(wait=True)
     finally:
-        if own:
-            executor.shutdown(wait=True, cancel_futures=True)
-    return tuple(r for c in ids for r in evaluate_claim(c, results[c]))
+        bar.close()
+    return tuple(done[cid] for cid in ids)
 
 
-def _run_all(ids, out, scale, workers, executor, progress):
-    if executor is None:
-        return {c: run_claim(c, out / CLAIMS[c].spec, scale=scale, workers=workers, progress=progress) for c in ids}
-    from concurrent.futures import ThreadPoolExecutor
-
-    # one thread per claim feeds the shared executor, so all claims' runs are queued at once
-    with ThreadPoolExecutor(max_workers=len(ids)) as feeder:
-        futs = {c: feeder.submit(run_claim, c, out / CLAIMS[c].spec, scale=scale, executor=executor, progress=False)
-                for c in ids}
-        return {c: f.result() for c, f in futs.items()}
+def _shared(executor: Executor | None, workers: int, scheduler):
+    """The caller's executor (left running), or a new one from make_executor."""
+    if executor is not None:
+        return contextlib.nullcontext(executor)
+    return make_executor(workers, scheduler=scheduler)
 
 
-def records_markdown(records) -> str:
+def records_markdown(records: Iterable[ClaimRecord]) -> str:
     """A markdown table (claim | setting | metric | expected | observed | verdict) of ClaimRecords."""
     lines = ["| claim | setting | metric | expected | observed | verdict |", "|---|---|---|---|---|---|"]
     for r in records:
-        cells = [r.claim, r.setting, r.metric, r.expected, r.observed, f"**{r.verdict}**" if r.setting == "overall" else r.verdict]
+        verdict = "-" if r.verdict is None else r.verdict.value
+        cells = [r.claim, r.setting, r.metric, r.expected, r.observed, f"**{verdict}**" if r.setting == "overall" else verdict]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     return "\n".join(lines) + "\n"

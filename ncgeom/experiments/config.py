@@ -12,17 +12,31 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ncgeom.data import class_prior, digits_class_sizes, digits_train_size, split_counts
 from ncgeom.validate import require_choice, require_int, require_real
+from ncgeom.vocabulary import (
+    BACKENDS,
+    DATASETS,
+    ESTIMATORS,
+    MODEL_KINDS,
+    NORMALIZATIONS,
+    POSITIVES,
+    PSI_NAMES,
+    SETTINGS,
+    Backend,
+    Dataset,
+    Estimator,
+    ModelKind,
+    Normalization,
+    PositivesKind,
+    PsiName,
+    Setting,
+)
 
-__all__ = ["Config", "SETTINGS", "ESTIMATORS", "DATASETS", "config_fields", "config_from_dict"]
+__all__ = ["Config", "config_fields", "config_from_dict"]
 
-SETTINGS: tuple[str, ...] = ("scl", "hscl", "ucl", "hucl")
-ESTIMATORS: tuple[str, ...] = ("weighted", "sampled")
-DATASETS: tuple[str, ...] = ("gaussian", "digits")
-_PSI = ("infonce", "infonce-mean", "triplet")
-_NORMS = ("none", "ball", "sphere")
-_MODELS = ("unconstrained", "linear", "mlp")
-BACKENDS: tuple[str, ...] = ("auto", "dense", "blocked", "triton")  # = ncgeom.losses.BACKENDS (without importing torch)
+INITS: tuple[str, ...] = ("random", "near_nc")
+DTYPES: tuple[str, ...] = ("float32", "float64")
 
 
 def _f(default, help: str, **meta):
@@ -31,33 +45,33 @@ def _f(default, help: str, **meta):
 
 @dataclass(frozen=True)
 class Config:
-    """One training run (theory.md sections 1, 3, 7). See each field's ``help`` metadata."""
+    """One training run (docs/theory.md, sections 1, 3, 7). See each field's ``help`` metadata."""
 
-    # --- loss (theory.md sections 2, 3, 7)
-    setting: Literal["scl", "hscl", "ucl", "hucl"] = _f(
-        "hscl", "negative law: scl, hscl, ucl or hucl (theory.md section 3); hscl is the hard supervised case whose optimum is NC (Theorem 2)", choices=SETTINGS)
+    # --- loss (docs/theory.md, sections 2, 3, 7)
+    setting: Setting = _f(
+        "hscl", "negative law: scl, hscl, ucl or hucl (docs/theory.md, section 3); hscl is the hard supervised case whose optimum is NC (Theorem 2)", choices=SETTINGS)
     beta: float = _f(5.0, "hardness beta >= 0 of the exponential tilt exp(beta s); 5 is the paper's moderate hardness (claim 5); ignored by scl/ucl")
     tau: float = _f(1.0, "temperature tau > 0; 1 as in the authors' code [code]")
-    num_negatives: int | str = _f(1, "k in the estimator: an integer >= 1 or 'batch' (k = |N(i)|); 1 is the authors' mean form (theory.md section 7)")
-    estimator: Literal["weighted", "sampled"] = _f(
+    num_negatives: int | str = _f(1, "k in the estimator: an integer >= 1 or 'batch' (k = |N(i)|); 1 is the authors' mean form (docs/theory.md, section 7)")
+    estimator: Estimator = _f(
         "weighted", "batch estimator: 'weighted' (exact tilted average over the batch) or 'sampled' (draw k negatives, any psi)", choices=ESTIMATORS)
-    psi: str = _f("infonce", "psi for the sampled estimator: infonce, infonce-mean or triplet (the weighted estimator is InfoNCE)", choices=_PSI)
+    psi: PsiName = _f("infonce", "psi for the sampled estimator: infonce, infonce-mean or triplet (the weighted estimator is InfoNCE)", choices=PSI_NAMES)
     margin: float = _f(1.0, "triplet margin (psi='triplet' only)")
     detach_weights: bool = _f(True, "no gradient through the tilt weights, as in the authors' code [code]")
     # --- representation
-    norm: Literal["none", "ball", "sphere"] = _f(
-        "sphere", "feature normalization: none, ball (clip to the unit ball) or sphere; the theorems need ball or sphere", choices=_NORMS)
+    norm: Normalization = _f(
+        "sphere", "feature normalization: none, ball (clip to the unit ball) or sphere; the theorems need ball or sphere", choices=NORMALIZATIONS)
     dim: int | None = _f(None, "embedding dimension d >= 1; default C - 1, the smallest d with a simplex ETF (the DC-prone setup)")
-    model: Literal["unconstrained", "linear", "mlp"] = _f(
-        "unconstrained", "encoder: unconstrained (one free vector per sample, the NC-literature model), linear or mlp", choices=_MODELS)
+    model: ModelKind = _f(
+        "unconstrained", "encoder: unconstrained (one free vector per sample, the NC-literature model), linear or mlp", choices=MODEL_KINDS)
     hidden_dim: int = _f(128, "MLP hidden width (model='mlp')")
     depth: int = _f(2, "MLP number of linear layers >= 1 (model='mlp')")
     init: Literal["random", "near_nc"] = _f(
-        "random", "initialization: random, or near_nc (a random-orientation ETF plus noise; unconstrained only, claim 7)", choices=("random", "near_nc"))
+        "random", "initialization: random, or near_nc (a random-orientation ETF plus noise; unconstrained only, claim 7)", choices=INITS)
     init_scale: float = _f(1.0, "typical norm of a random unconstrained feature (random init)")
     init_noise: float = _f(0.1, "norm of the noise added to the ETF (init='near_nc')")
-    # --- data (theory.md section 1)
-    dataset: Literal["gaussian", "digits"] = _f(
+    # --- data (docs/theory.md, section 1)
+    dataset: Dataset = _f(
         "gaussian", "gaussian (latent-class Gaussian mixture) or digits (scikit-learn's bundled 8x8 digits, offline)", choices=DATASETS)
     classes: int = _f(10, "number of latent classes C >= 2 (digits: <= 10)")
     samples_per_class: int = _f(50, "training samples per class on average (gaussian); 50 as in the speed target")
@@ -67,16 +81,16 @@ class Config:
     spread: float = _f(1.0, "within-class standard deviation of the Gaussian inputs")
     imbalance: float = _f(1.0, "lambda_max / lambda_min of a geometric class prior; 1 = balanced (the theorems' assumption)")
     test_fraction: float = _f(0.3, "held-out fraction per class (digits)")
-    positives: Literal["label", "noise"] = _f(
-        "label", "positives: label (same-class samples, conditionally independent) or noise (x + noise_scale * eps, instance ids)", choices=("label", "noise"))
+    positives: PositivesKind = _f(
+        "label", "positives: label (same-class samples, conditionally independent) or noise (x + noise_scale * eps, instance ids)", choices=POSITIVES)
     noise_scale: float = _f(0.1, "sigma_p of the additive Gaussian noise positives (positives='noise')")
     # --- optimization
     epochs: int = _f(100, "number of epochs (an epoch is ceil(N / batch_size) class-balanced batches); 100 reach NC at the defaults")
     batch_size: int = _f(128, "batch size B (2 <= B <= number of training samples)")
     lr: float = _f(0.05, "Adam learning rate > 0; 0.05 reaches NC in 100 epochs on unconstrained features (use ~0.01 for mlp)")
     weight_decay: float = _f(0.0, "Adam weight decay >= 0 (0: no implicit norm penalty)")
-    dtype: Literal["float32", "float64"] = _f("float32", "training dtype; metrics are always computed in float64", choices=("float32", "float64"))
-    backend: str = _f("auto", "batch_loss backend: auto picks the fastest for the device (see ncgeom.losses.batch_loss)", choices=BACKENDS)
+    dtype: Literal["float32", "float64"] = _f("float32", "training dtype; metrics are always computed in float64", choices=DTYPES)
+    backend: Backend = _f("auto", "batch_loss backend: auto picks the fastest for the device (see ncgeom.losses.batch_loss)", choices=BACKENDS)
     metrics_every: int = _f(1, "compute the metrics every this many epochs (and at the last epoch)")
     seed: int = _f(0, "seed of every random draw (data, initialization, batches, sampled negatives)")
 
@@ -92,8 +106,6 @@ class Config:
     def num_train(self) -> int:
         """Number of training samples the data will have."""
         if self.dataset == "digits":
-            from ncgeom.data.digits import digits_train_size
-
             return digits_train_size(num_classes=self.classes, test_fraction=self.test_fraction)
         return self.classes * self.samples_per_class
 
@@ -103,7 +115,7 @@ class Config:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
 
-    def replace(self, **changes) -> "Config":
+    def replace(self, **changes) -> Config:
         return dataclasses.replace(self, **changes)
 
 
@@ -176,9 +188,5 @@ def _validate(c: Config) -> None:
 
 def _smallest_class(c: Config) -> int:
     if c.dataset == "digits":
-        from ncgeom.data.digits import digits_class_sizes
-
         return int(min(digits_class_sizes(num_classes=c.classes, test_fraction=c.test_fraction)))
-    from ncgeom.data.mixture import class_prior, split_counts
-
     return int(split_counts(c.classes * c.samples_per_class, class_prior(c.classes, imbalance=c.imbalance), min_count=2).min())

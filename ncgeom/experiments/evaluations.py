@@ -5,65 +5,86 @@ Thresholds, stated once (docs/experiments.md):
 - NC: ``etf_distance < NC_ETF`` and ``within_class < NC_WITHIN`` and, for the loss, ``|loss / nc_value - 1|
   < NC_REL_GAP`` (the closed-form NC value of the estimator the run optimizes);
 - DC: the smallest value of the normalized class-mean spectrum < ``DC_SPECTRUM`` (one order of magnitude
-  below the largest; theory.md section 8).
+  below the largest; docs/theory.md, section 8).
 
 A run whose metrics are missing (None/NaN) is "inconclusive", never counted as "not NC" or "no DC";
 several seeds of one grid point are averaged (claims 5, 6). Claim 5 compares HSCL with SCL and HUCL
 with UCL.
 
-Verdicts: ``holds``, ``partially holds``, ``does not hold``, ``inconclusive``. Each ``evaluate_claimN``
-takes the list of summary.json objects of a claim's sweep (each with its ``config``).
+Verdicts: :class:`ncgeom.vocabulary.Verdict`. Each ``_eval_claimN`` takes the
+:class:`~ncgeom.experiments.records.RunSummary` list of a claim's sweep (each with its ``config``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
+from scipy.stats import spearmanr
+
+from ncgeom.vocabulary import Verdict, effective_beta, is_hard, is_supervised, plain_setting
 
 __all__ = [
-    "NC_ETF", "NC_WITHIN", "NC_REL_GAP", "DC_SPECTRUM", "VERDICTS", "ClaimRecord", "EVALUATIONS",
+    "NC_ETF", "NC_WITHIN", "NC_REL_GAP", "DC_SPECTRUM", "ClaimRecord", "EVALUATIONS",
 ]
 
 NC_ETF = 0.05
 NC_WITHIN = 0.05
 NC_REL_GAP = 0.01
 DC_SPECTRUM = 0.1
-VERDICTS: tuple[str, ...] = ("holds", "partially holds", "does not hold", "inconclusive")
 
 
 @dataclass(frozen=True)
 class ClaimRecord:
-    """One row of docs/results.md: claim, setting, metric, expected, observed, verdict."""
+    """One row of a claim's verdict table: claim, setting, metric, expected, observed, verdict.
+
+    ``verdict`` is a :class:`~ncgeom.vocabulary.Verdict` (given as one or its JSON spelling), or None for
+    a row that only reports an observation.
+    """
 
     claim: str
     setting: str
     metric: str
     expected: str
     observed: str
-    verdict: str
+    verdict: Verdict | None
 
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
+    def __post_init__(self) -> None:
+        if self.verdict is not None:
+            object.__setattr__(self, "verdict", Verdict(self.verdict))
 
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) if f.name != "verdict" else _verdict_text(self.verdict) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ClaimRecord:
+        names = [f.name for f in fields(cls)]
+        if not isinstance(data, dict) or set(data) != set(names):
+            raise ValueError(f"claim record: expected exactly the keys {', '.join(names)}, got {sorted(data) if isinstance(data, dict) else data!r}")
+        return cls(**data)
+
+
+def _verdict_text(verdict: Verdict | None) -> str | None:
+    return None if verdict is None else verdict.value
 
 
 def _cfg(s):
-    return s["config"]
+    return s.config
 
 
 def _final(s, key):
-    v = s["final"].get(key)
+    v = s.final.value(key)
     return float("nan") if v is None else float(v)
 
 
 def _spec_min(s) -> float:
-    vals = [v for v in (s["final"].get("spectrum") or []) if v is not None]
+    vals = [v for v in (s.final.value("spectrum") or []) if v is not None]
     return min(vals) if vals else float("nan")
 
 
 def _rel_gap(s) -> float:
-    loss, ncv = s["final"].get("loss"), s.get("nc_value")
+    loss, ncv = s.final.loss, s.nc_value
     return float("nan") if loss is None or not ncv else (loss - ncv) / abs(ncv)
 
 
@@ -83,7 +104,7 @@ def _judge(good, known: bool = True) -> str:
 
 def _name(s, *keys) -> str:
     c = _cfg(s)
-    return ", ".join(f"{k}={c[k]:g}" if isinstance(c[k], float) else f"{k}={c[k]}" for k in keys)
+    return ", ".join(f"{k}={getattr(c, k):g}" if isinstance(getattr(c, k), float) else f"{k}={getattr(c, k)}" for k in keys)
 
 
 def _nc_obs(s) -> str:
@@ -112,7 +133,7 @@ def _overall(claim, statement, parts: list, observed: str) -> ClaimRecord:
 
 
 def _ok(summaries):
-    return [s for s in summaries if s.get("status") == "completed"]
+    return [s for s in summaries if s.status == "completed"]
 
 
 def _eval_claim1(summaries):
@@ -129,11 +150,11 @@ def _eval_claim1(summaries):
 def _eval_claim2(summaries):
     rows, parts = [], []
     for s in _ok(summaries):
-        label = _cfg(s)["positives"] == "label"
+        label = _cfg(s).positives == "label"
         nc = _is_nc(s)
         good = nc if label else not nc
         parts.append(_judge(good, _nc_known(s)))
-        what = "label positives" if label else f"noise positives, sigma_p={_cfg(s)['noise_scale']:g}"
+        what = "label positives" if label else f"noise positives, sigma_p={_cfg(s).noise_scale:g}"
         rows.append(ClaimRecord("2", f"UCL, {what}", "etf_distance, within_class, rel_gap",
                                 "NC" if label else "not NC", _nc_obs(s), parts[-1]))
     return rows + [_overall("2", "UCL: NC with label positives only", parts,
@@ -143,14 +164,12 @@ def _eval_claim2(summaries):
 def _trend(summaries, key="etf_distance"):
     """(sorted distinct betas, mean over seeds of ``key`` (a final metric name or a function of a summary))."""
     get = key if callable(key) else (lambda s: _final(s, key))
-    betas = np.array(sorted({float(_cfg(s)["beta"]) for s in summaries}))
-    vals = np.array([np.mean([get(s) for s in summaries if float(_cfg(s)["beta"]) == b]) for b in betas])
+    betas = np.array(sorted({float(_cfg(s).beta) for s in summaries}))
+    vals = np.array([np.mean([get(s) for s in summaries if float(_cfg(s).beta) == b]) for b in betas])
     return betas, vals
 
 
 def _spearman(x, y) -> float:
-    from scipy.stats import spearmanr
-
     if len(x) < 3:
         return float("nan")
     return float(spearmanr(x, y).statistic)
@@ -159,15 +178,15 @@ def _spearman(x, y) -> float:
 def _eval_claim3(summaries):
     ok = _ok(summaries)
     rows = []
-    for s in sorted(ok, key=lambda s: _cfg(s)["beta"]):
+    for s in sorted(ok, key=lambda s: _cfg(s).beta):
         nc = _is_nc(s)
         rows.append(ClaimRecord("3", _name(s, "setting", "beta"), "etf_distance, within_class, rel_gap",
                                 "not NC (beta > 0)", _nc_obs(s),
-                                _judge(not nc or _cfg(s)["beta"] == 0, _nc_known(s))))
+                                _judge(not nc or _cfg(s).beta == 0, _nc_known(s))))
     betas, etf = _trend(ok)
     rho = _spearman(betas, etf)
     pos = betas > 0
-    not_nc = [not _is_nc(s) for s in ok if _cfg(s)["beta"] > 0 and _nc_known(s)]
+    not_nc = [not _is_nc(s) for s in ok if _cfg(s).beta > 0 and _nc_known(s)]
     trend = ("inconclusive" if not np.isfinite(rho) and (len(betas) < 3 or not np.isfinite(etf).all())
              else "holds" if rho >= 0.8 else ("partially holds" if rho > 0 else "does not hold"))
     rows.append(ClaimRecord("3", "HUCL, beta grid", "Spearman(beta, etf_distance)", ">= 0.8 (deviation grows)",
@@ -183,11 +202,11 @@ def _eval_claim4(summaries):
     rows, parts = [], []
     for s in _ok(summaries):
         c = _cfg(s)
-        growth = _final(s, "mean_norm") / max(float(s["initial"].get("mean_norm") or np.nan), 1e-12)
+        growth = _final(s, "mean_norm") / max(float(s.initial.mean_norm or np.nan), 1e-12)
         dc = _spec_min(s) < DC_SPECTRUM
         obs = f"spec_min={_spec_min(s):.2g}, etf={_final(s, 'etf_distance'):.3g}, norm growth x{growth:.2f}"
         known = bool(np.isfinite(_spec_min(s)))
-        if c["norm"] == "none":
+        if c.norm == "none":
             parts.append(_judge(dc, known))
             rows.append(ClaimRecord("4", _name(s, "model", "setting", "beta", "norm"), "spectrum min, mean norm",
                                     f"DC: spec_min < {DC_SPECTRUM}; norms grow", obs, parts[-1]))
@@ -202,30 +221,30 @@ def _eval_claim5(summaries):
     ok = _ok(summaries)
     groups: dict = {}  # (setting, beta) -> test accuracies of its seeds
     for s in ok:
-        key = (_cfg(s)["setting"], float(_cfg(s)["beta"]) if _cfg(s)["setting"] in ("hscl", "hucl") else 0.0)
+        key = (_cfg(s).setting, effective_beta(_cfg(s).setting, _cfg(s).beta))
         groups.setdefault(key, []).append(_final(s, "test_ncc_accuracy"))
     acc = {k: float(np.mean(v)) for k, v in groups.items() if np.isfinite(v).all()}  # mean over seeds
     rows = [ClaimRecord("5", _name(s, "setting", "beta"), "test_ncc_accuracy, spectrum min", "-",
                         f"acc={_final(s, 'test_ncc_accuracy'):.3f}, spec_min={_spec_min(s):.2g}, etf={_final(s, 'etf_distance'):.3g}",
-                        "-") for s in ok]
+                        None) for s in ok]
     # each hard setting against its own beta = 0 baseline: HSCL vs SCL, HUCL vs UCL (the paper's comparison)
-    pair = {"hscl": "scl", "hucl": "ucl"}
-    hard = {k: v - acc[(pair[k[0]], 0.0)] for k, v in acc.items() if k[0] in pair and (pair[k[0]], 0.0) in acc}
+    hard = {k: v - acc[(plain_setting(k[0]), 0.0)] for k, v in acc.items()
+            if is_hard(k[0]) and (plain_setting(k[0]), 0.0) in acc}
     if not hard:
         return rows + [_overall("5", "hardness +40 points NCC accuracy", [], "no hard run with its baseline")]
     parts = [d >= 0.40 for d in hard.values()]
     rows.append(ClaimRecord("5", "digits, MLP, ball, tau=1, d=C-1", "test_ncc_accuracy(hard) - (SCL or UCL)",
                             ">= +0.40", ", ".join(f"{k[0]} beta={k[1]:g}: {d:+.3f}" for k, d in sorted(hard.items())),
                             "holds" if all(parts) else ("does not hold" if not any(parts) else "partially holds")))
-    base = ", ".join(f"{k[0]} {v:.3f}" for k, v in sorted(acc.items()) if k[0] in ("scl", "ucl"))
+    base = ", ".join(f"{k[0]} {v:.3f}" for k, v in sorted(acc.items()) if not is_hard(k[0]))
     return rows + [_overall("5", "moderate hardness improves NCC accuracy by > 40 points", parts,
                             f"baseline accuracy {base}; best hard {max(acc[k] for k in hard):.3f}")]
 
 
 def _eval_claim6(summaries):
     ok = _ok(summaries)
-    sup = [s for s in ok if _cfg(s)["setting"] in ("scl", "hscl")]
-    uns = [s for s in ok if _cfg(s)["setting"] in ("ucl", "hucl")]
+    sup = [s for s in ok if is_supervised(_cfg(s).setting)]
+    uns = [s for s in ok if not is_supervised(_cfg(s).setting)]
     rows = []
     parts = []
     sup = [s for s in sup if np.isfinite(_final(s, "etf_distance"))]
@@ -260,12 +279,12 @@ def _eval_claim6(summaries):
 
 def _eval_claim7(summaries):
     rows, parts = [], []
-    for s in sorted(_ok(summaries), key=lambda s: (_cfg(s)["setting"], _cfg(s)["beta"])):
+    for s in sorted(_ok(summaries), key=lambda s: (_cfg(s).setting, _cfg(s).beta)):
         c = _cfg(s)
-        e0 = float((s.get("initial") or {}).get("etf_distance") or np.nan)
+        e0 = float(s.initial.value("etf_distance") or np.nan)
         e1 = _final(s, "etf_distance")
         obs = f"etf {e0:.3f} -> {e1:.3f}, spec_min={_spec_min(s):.2g}"
-        if c["setting"] in ("scl", "hscl"):
+        if is_supervised(c.setting):
             verdict = _judge(e1 < NC_ETF, bool(np.isfinite(e1)))
             expected = f"stays at NC (etf < {NC_ETF})"
         else:
@@ -282,14 +301,14 @@ def _eval_claim7(summaries):
 
 
 def _eval_claim8(summaries):
-    ok = sorted(_ok(summaries), key=lambda s: _cfg(s)["batch_size"])
+    ok = sorted(_ok(summaries), key=lambda s: _cfg(s).batch_size)
     rows, parts = [], []
     for s in ok:
         nc = _is_nc(s)
-        small = _cfg(s)["batch_size"] < 64
+        small = _cfg(s).batch_size < 64
         good = (not nc) if small else nc
         parts.append(_judge(good, _nc_known(s)))
-        rows.append(ClaimRecord("8", f"C={_cfg(s)['classes']}, batch_size={_cfg(s)['batch_size']}",
+        rows.append(ClaimRecord("8", f"C={_cfg(s).classes}, batch_size={_cfg(s).batch_size}",
                                 "etf_distance, within_class, rel_gap", "not NC" if small else "NC", _nc_obs(s), parts[-1]))
     return rows + [_overall("8", "NC for batch 64..512; batch 32 hinders it for large C", parts,
                             f"{parts.count('holds')}/{len(parts)} runs as expected")]

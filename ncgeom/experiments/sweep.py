@@ -1,62 +1,48 @@
-"""Sweeps: a grid of configs from a TOML spec, run in parallel, resumable, summarized as CSV.
+"""Sweeps: every config of a spec run in parallel, resumably, summarized as CSV; the one executor builder.
 
-Spec format (tomllib; docs/experiments.md)::
+Every run writes its own directory ``OUT/<run name>`` (:mod:`ncgeom.experiments.records`); a run whose
+summary.json exists is skipped, and summary.json is written last and atomically, so killing a sweep
+loses no finished run. At the end ``OUT/summary.csv`` (one row per run) and ``OUT/sweep.json`` are
+written, atomically too.
 
-    name = "claim1_scl_hscl_nc"          # also the default output folder name
-    claim = "1"                           # optional: the theory.md section 9 claim it tests
-    description = "..."
-    [base]                                # Config fields shared by every run
-    model = "unconstrained"
-    [[grid]]                              # one table: the product of its lists;
-    setting = ["scl"]                     # several [[grid]] tables: the union of their products
-    [[grid]]
-    setting = ["hscl"]
-    beta = [1.0, 5.0]
-    [quick]                               # scale overrides of [base]; may hold [[quick.grid]]
-    epochs = 100                          # that replaces the grid
-    [full]
-    epochs = 500
-
-Every run writes its own directory ``OUT/<run name>`` (see :mod:`ncgeom.experiments.result`); a run
-whose summary.json exists is skipped, and summary.json is written last and atomically (temp file +
-os.replace), so killing a sweep loses no finished run. At the end ``OUT/summary.csv`` (one row per run)
-and ``OUT/sweep.json`` are written, atomically too.
+:func:`make_executor` is the one place where runs get their parallelism (used by ``ncgeom sweep``,
+:func:`ncgeom.experiments.claims.run_claims` and ``ncgeom reproduce``): none (runs in this process),
+a process pool (spawn start method, one CPU thread per worker) or a Dask cluster.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
-import hashlib
 import io
-import itertools
-import re
-import tomllib
+import multiprocessing
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
-from ncgeom.experiments.config import Config, config_fields, config_from_dict
-from ncgeom.experiments.result import read_summary, write_bytes_atomic, write_json_atomic
+from ncgeom.atomic_io import atomic_write_json, atomic_write_text
+from ncgeom.experiments.config import Config
+from ncgeom.experiments.records import RunSummary
+from ncgeom.experiments.spec import SweepSpec, expand, load_spec, run_name
+from ncgeom.experiments.train import run
 from ncgeom.threads import limit_cpu_threads
-from ncgeom.validate import require_choice, require_int
+from ncgeom.validate import require_int
 
 __all__ = [
-    "SCALES",
-    "SweepSpec",
+    "SweepStatus",
     "RunRecord",
     "SweepResult",
-    "load_spec",
-    "expand",
-    "run_name",
     "run_sweep",
+    "make_executor",
+    "process_pool",
     "dask_executor",
-    "limit_cpu_threads",
+    "summary_table",
     "TABLE_COLUMNS",
 ]
 
-SCALES: tuple[str, ...] = ("base", "quick", "full")
+SweepStatus = Literal["completed", "diverged", "failed"]
 TABLE_COLUMNS: tuple[str, ...] = (
     "status", "nc_value", "loss", "gap", "rel_gap", "etf_distance", "within_class", "nc1", "unit_norm",
     "zero_sum", "equal_inner_product", "rankme", "spectrum_min", "ncc_accuracy", "test_ncc_accuracy",
@@ -65,43 +51,18 @@ TABLE_COLUMNS: tuple[str, ...] = (
 
 
 @dataclass(frozen=True)
-class SweepSpec:
-    """A parsed sweep spec (module docstring). ``grids`` is a tuple of {field: tuple of values}."""
-
-    name: str
-    description: str
-    claim: str | None
-    base: dict = field(repr=False)
-    grids: tuple[dict, ...] = field(repr=False)
-    scales: dict = field(repr=False)
-    path: str | None = None
-
-    def grid_keys(self, scale: str = "base") -> tuple[str, ...]:
-        """Fields that the grid of ``scale`` varies (in first-seen order)."""
-        keys: dict[str, None] = {}
-        for g in self.grids_at(scale):
-            keys.update(dict.fromkeys(g))
-        return tuple(keys)
-
-    def grids_at(self, scale: str) -> tuple[dict, ...]:
-        """The grid tables in force at ``scale`` (the scale's own grid if it has one)."""
-        over = self.scales.get(scale, {}) if scale != "base" else {}
-        return tuple(over["grid"]) if "grid" in over else self.grids
-
-
-
-@dataclass(frozen=True)
 class RunRecord:
     """One run of a sweep: its name, config, summary (None unless finished) and status.
 
-    status: ``completed`` / ``diverged`` (from summary.json), or ``failed`` (an exception, in ``error``).
-    ``skipped``: True if it was already finished before this sweep call (resumed).
+    status: the summary's ``completed`` / ``diverged``, or ``failed`` (an exception, in ``error``; the
+    run directory has no summary.json, so the next call retries it). ``skipped``: finished before this
+    call (resumed).
     """
 
     name: str
     config: Config
-    status: str
-    summary: dict | None = field(default=None, repr=False)
+    status: SweepStatus
+    summary: RunSummary | None = field(default=None, repr=False)
     skipped: bool = False
     error: str | None = None
 
@@ -120,109 +81,68 @@ class SweepResult:
     def failed(self) -> tuple[RunRecord, ...]:
         return tuple(r for r in self.runs if r.status == "failed")
 
-    def summaries(self) -> list[dict]:
-        """summary.json objects of the finished runs (each holds its "config")."""
+    def summaries(self) -> list[RunSummary]:
+        """The summaries of the finished runs."""
         return [r.summary for r in self.runs if r.summary is not None]
 
 
-def load_spec(path: str | Path) -> SweepSpec:
-    """Parse and validate a sweep spec TOML file (every config of every scale is validated here)."""
-    path = Path(path)
-    with open(path, "rb") as fh:
-        try:
-            raw = tomllib.load(fh)
-        except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"spec {path}: invalid TOML: {exc}") from None
-    return spec_from_dict(raw, path=str(path))
-
-
-def spec_from_dict(raw: dict[str, Any], *, path: str | None = None) -> SweepSpec:
-    """A SweepSpec from the parsed TOML mapping (see load_spec)."""
-    where = f"spec {path}" if path else "spec"
-    known = {"name", "description", "claim", "base", "grid", "quick", "full"}
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; accepted: {', '.join(sorted(known))}")
-    name = raw.get("name") or (Path(path).stem if path else "sweep")
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(name)):
-        raise ValueError(f"{where}: name must use letters, digits, '_', '.', '-' only, got {name!r}")
-    base = dict(raw.get("base", {}))
-    grids = _parse_grids(raw.get("grid", {}), where)
-    scales = {}
-    for s in ("quick", "full"):
-        over = dict(raw.get(s, {}))
-        if "grid" in over:
-            over["grid"] = _parse_grids(over["grid"], f"{where} [{s}]")
-        scales[s] = over
-    claim = raw.get("claim")
-    spec = SweepSpec(str(name), str(raw.get("description", "")), None if claim is None else str(claim),
-                     base, grids, scales, path)
-    for scale in SCALES:
-        expand(spec, scale=scale)  # validates every config now, before anything runs
-    return spec
-
-
-def _parse_grids(raw, where: str) -> tuple[dict, ...]:
-    tables = [raw] if isinstance(raw, dict) else list(raw)
-    names = {f.name for f in config_fields()}
-    out = []
-    for t in tables:
-        if not isinstance(t, dict):
-            raise ValueError(f"{where}: grid must be a table or an array of tables")
-        g = {}
-        for k, v in t.items():
-            if k not in names:
-                raise ValueError(f"{where}: unknown config field {k!r} in grid")
-            values = tuple(v) if isinstance(v, list) else (v,)
-            if not values:
-                raise ValueError(f"{where}: grid field {k!r} has no values")
-            g[k] = values
-        out.append(g)
-    return tuple(out) if out else ({},)
-
-
-def expand(spec: SweepSpec, *, scale: str = "quick") -> list[Config]:
-    """The configs of a spec at a scale: base <- scale overrides <- each grid point (deduplicated)."""
-    scale = require_choice("scale", scale, SCALES)
-    over = {k: v for k, v in spec.scales.get(scale, {}).items() if k != "grid"} if scale != "base" else {}
-    base = {**spec.base, **over}
-    configs, seen = [], set()
-    for g in spec.grids_at(scale):
-        keys = list(g)
-        for values in itertools.product(*(g[k] for k in keys)):
-            values_dict = dict(zip(keys, values))
-            try:
-                cfg = config_from_dict({**base, **values_dict})
-            except (ValueError, TypeError) as exc:
-                where = f"spec {spec.path or spec.name} (scale {scale}, {values_dict})"
-                raise ValueError(f"{where}: {exc}") from None
-            key = cfg.to_json()
-            if key not in seen:
-                seen.add(key)
-                configs.append(cfg)
-    return configs
-
-
-def run_name(config: Config, keys) -> str:
-    """Directory name of a run: the grid fields' values, then a hash of the whole config."""
-    parts = [f"{k}={_short(getattr(config, k))}" for k in keys]
-    digest = hashlib.sha1(config.to_json().encode()).hexdigest()[:8]
-    return re.sub(r"[^A-Za-z0-9_.=,-]", "_", ",".join(parts + [digest]))
-
-
-def _short(v) -> str:
-    return f"{v:g}" if isinstance(v, float) else str(v)
-
-
 def _execute(config_dict: dict, run_dir: str) -> dict:
-    """Worker: run one config into its directory; return its summary (module-level, picklable)."""
-    from ncgeom.experiments.train import run
-
+    """Worker: run one config into its directory; return its summary.json object (picklable)."""
     return run(Config(**config_dict), out_dir=run_dir).summary()
 
 
 def _init_worker() -> None:  # pragma: no cover - runs in child processes
     limit_cpu_threads(1)  # one core per worker: the workers are the parallelism
+
+
+def process_pool(workers: int) -> ProcessPoolExecutor:
+    """A pool of ``workers`` processes (spawn start method: no inherited torch state; one CPU thread each)."""
+    workers = require_int("workers", workers, min_value=1)
+    return ProcessPoolExecutor(max_workers=workers, initializer=_init_worker,
+                               mp_context=multiprocessing.get_context("spawn"))
+
+
+@contextlib.contextmanager
+def dask_executor(address) -> Iterator[Executor]:
+    """A Dask distributed executor, as a context manager.
+
+    ``address`` is a scheduler address (``tcp://host:8786``) or a ``dask.distributed`` cluster object
+    (e.g. a LocalCluster). The run directories must be on a filesystem the Dask workers share with this
+    process. Needs the optional extra ``ncgeom[distributed]``; imported here, lazily.
+    """
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        raise ValueError(
+            "scheduler: dask.distributed is not installed; install the extra: pip install 'ncgeom[distributed]'"
+        ) from None
+    try:
+        client = Client(address, timeout=30)
+    except (OSError, TimeoutError) as exc:
+        raise ValueError(f"scheduler: cannot connect to the Dask scheduler at {address!r}: {exc}") from None
+    try:
+        yield client.get_executor()
+    finally:
+        client.close()
+
+
+@contextlib.contextmanager
+def make_executor(workers: int = 1, *, scheduler=None) -> Iterator[Executor | None]:
+    """The executor of a batch of runs: a Dask cluster (``scheduler``), a :func:`process_pool` of
+    ``workers`` (> 1), or None (``workers`` = 1: the runs go serially in this process, whose thread
+    settings are left alone; the CLI limits them to one thread, as in a worker: ncgeom.threads)."""
+    workers = require_int("workers", workers, min_value=1)
+    if scheduler is not None:
+        with dask_executor(scheduler) as ex:
+            yield ex
+    elif workers > 1:
+        pool = process_pool(workers)
+        try:
+            yield pool
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    else:
+        yield None
 
 
 def run_sweep(
@@ -233,24 +153,25 @@ def run_sweep(
     workers: int = 1,
     executor: Executor | None = None,
     progress: bool = False,
+    on_run: Callable[[RunRecord], None] | None = None,
 ) -> SweepResult:
     """Run every config of ``spec`` at ``scale`` into ``out_dir``, skipping finished runs.
 
     Parameters
     ----------
-    spec : SweepSpec or path to a TOML spec
+    spec : SweepSpec, a shipped spec name or a path to a TOML spec
     out_dir : path
         Receives one directory per run, summary.csv and sweep.json.
-    scale : {"quick", "full", "base"}
-        Which overrides of the spec to apply ("base": none).
+    scale : {"tiny", "quick", "full"}
     workers : int
-        Processes of the default ProcessPoolExecutor (spawn start method, one torch thread each);
-        1 runs in this process, serially.
+        Without ``executor``: processes of a :func:`process_pool` (1: serially, in this process).
     executor : concurrent.futures.Executor, optional
-        Any executor with ``submit`` returning concurrent.futures.Future (e.g. a Dask
-        ``Client.get_executor()``); then ``workers`` is ignored and the caller shuts it down.
+        Any executor whose ``submit`` returns a Future (a process pool, ``Client.get_executor()`` of
+        Dask); ``workers`` is then ignored and the caller shuts it down.
     progress : bool
-        A tqdm bar over runs.
+        A tqdm bar over this sweep's runs (stderr).
+    on_run : callable, optional
+        Called with each RunRecord as it is known (finished earlier, finished now, or failed).
 
     Returns
     -------
@@ -267,51 +188,41 @@ def run_sweep(
     out.mkdir(parents=True, exist_ok=True)
     names = [run_name(c, keys) for c in configs]
     records: dict[str, RunRecord] = {}
-    todo = []
-    for name, cfg in zip(names, configs):
-        summary = read_summary(out / name)
-        if summary is not None:
-            records[name] = RunRecord(name, cfg, summary.get("status", "completed"), summary, skipped=True)
-        else:
-            todo.append((name, cfg))
-
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(configs), initial=len(records), unit="run", desc=spec.name)
-    try:
-        if todo and executor is None and workers == 1:
-            for name, cfg in todo:
-                records[name] = _collect(name, cfg, lambda c=cfg, n=name: _execute(c.to_dict(), str(out / n)))
-                if bar is not None:
-                    bar.update(1)
-        elif todo:
-            own = executor is None
-            if own:
-                import multiprocessing
+        bar = tqdm(total=len(configs), unit="run", desc=spec.name)
 
-                executor = ProcessPoolExecutor(max_workers=min(workers, len(todo)), initializer=_init_worker,
-                                               mp_context=multiprocessing.get_context("spawn"))
-            try:
-                futures: dict[Future, tuple[str, Config]] = {
-                    executor.submit(_execute, cfg.to_dict(), str(out / name)): (name, cfg) for name, cfg in todo
-                }
-                for fut in as_completed(futures):
-                    name, cfg = futures[fut]
-                    records[name] = _collect(name, cfg, fut.result)
-                    if bar is not None:
-                        bar.update(1)
-            finally:
-                if own:
-                    executor.shutdown(wait=True, cancel_futures=True)
+    def record(rec: RunRecord) -> None:
+        records[rec.name] = rec
+        if bar is not None:
+            bar.update(1)
+        if on_run is not None:
+            on_run(rec)
+
+    todo = []
+    for name, cfg in zip(names, configs):
+        summary = RunSummary.load(out / name)
+        if summary is not None:
+            record(RunRecord(name, cfg, summary.status, summary, skipped=True))
+        else:
+            todo.append((name, cfg))
+    try:
+        if todo and executor is None and workers > 1:
+            with process_pool(min(workers, len(todo))) as pool:
+                _submit_all(pool, todo, out, record)
+        elif todo and executor is not None:
+            _submit_all(executor, todo, out, record)
+        else:
+            for name, cfg in todo:
+                record(_collect(name, cfg, lambda c=cfg, n=name: _execute(c.to_dict(), str(out / n))))
     finally:
         if bar is not None:
             bar.close()
         runs = tuple(records[n] for n in names if n in records)
-        table = out / "summary.csv"
-        write_bytes_atomic(table, summary_table(runs, keys).encode())
-        write_json_atomic(out / "sweep.json", {
+        table = atomic_write_text(out / "summary.csv", summary_table(runs, keys))
+        atomic_write_json(out / "sweep.json", {
             "name": spec.name, "claim": spec.claim, "description": spec.description, "scale": scale,
             "spec_path": spec.path, "grid_keys": list(keys),
             "runs": [{"name": r.name, "status": r.status, "error": r.error} for r in runs],
@@ -319,12 +230,21 @@ def run_sweep(
     return SweepResult(spec, scale, str(out), runs, str(table))
 
 
+def _submit_all(ex: Executor, todo, out: Path, record) -> None:
+    futures: dict[Future, tuple[str, Config]] = {
+        ex.submit(_execute, cfg.to_dict(), str(out / name)): (name, cfg) for name, cfg in todo
+    }
+    for fut in as_completed(futures):
+        name, cfg = futures[fut]
+        record(_collect(name, cfg, fut.result))
+
+
 def _collect(name: str, cfg: Config, get) -> RunRecord:
     try:
-        summary = get()
+        summary = RunSummary.from_dict(get())
     except Exception as exc:  # a failed run must not stop the sweep; it is retried on resume
         return RunRecord(name, cfg, "failed", None, error=f"{type(exc).__name__}: {exc}")
-    return RunRecord(name, cfg, summary.get("status", "completed"), summary)
+    return RunRecord(name, cfg, summary.status, summary)
 
 
 def summary_table(runs, keys) -> str:
@@ -333,45 +253,28 @@ def summary_table(runs, keys) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["run", *keys, *TABLE_COLUMNS])
     for r in runs:
-        s = r.summary or {}
-        final, initial = s.get("final") or {}, s.get("initial") or {}
-        loss, ncv = final.get("loss"), s.get("nc_value")
-        spectrum = final.get("spectrum") or []
-        values = {
-            "status": r.status, "nc_value": ncv, "loss": loss, "gap": s.get("gap"),
-            "rel_gap": None if loss is None or not ncv else (loss - ncv) / abs(ncv),
-            "spectrum_min": min((v for v in spectrum if v is not None), default=None),
-            "initial_etf_distance": initial.get("etf_distance"),
-            "epochs_run": s.get("epochs_run"), "wall_time_s": s.get("wall_time_s"),
-        }
+        s = r.summary
+        values: dict = {"status": r.status}
+        if s is not None:
+            final = s.final
+            spectrum = [v for v in (final.value("spectrum") or []) if v is not None]
+            values.update({col: final.value(col) for col in TABLE_COLUMNS if col in _FINAL_COLUMNS})
+            values.update(
+                nc_value=s.nc_value, rel_gap=None if final.gap is None or not s.nc_value else final.gap / abs(s.nc_value),
+                spectrum_min=min(spectrum, default=None), initial_etf_distance=s.initial.value("etf_distance"),
+                epochs_run=s.epochs_run, wall_time_s=s.wall_time_s,
+            )
         row = [r.name, *(_short(getattr(r.config, k)) for k in keys)]
         for col in TABLE_COLUMNS:
-            v = values[col] if col in values else final.get(col)
+            v = values.get(col)
             row.append("" if v is None else (f"{v:.6g}" if isinstance(v, float) else v))
         writer.writerow(row)
     return buf.getvalue()
 
 
-@contextlib.contextmanager
-def dask_executor(address):
-    """A Dask distributed executor for ``run_sweep(executor=...)``, as a context manager.
+_FINAL_COLUMNS = ("loss", "gap", "etf_distance", "within_class", "nc1", "unit_norm", "zero_sum",
+                  "equal_inner_product", "rankme", "ncc_accuracy", "test_ncc_accuracy", "mean_norm")
 
-    ``with dask_executor("tcp://host:8786") as ex: run_sweep(spec, out, executor=ex)``. ``address``
-    is a scheduler address or a ``dask.distributed`` cluster object (e.g. a LocalCluster). The run
-    directories must be on a filesystem the Dask workers share with this process. Needs the optional
-    extra ``ncgeom[distributed]`` (dask[distributed]); imported here, lazily.
-    """
-    try:
-        from dask.distributed import Client
-    except ImportError:
-        raise ValueError(
-            "scheduler: dask.distributed is not installed; install the extra: pip install 'ncgeom[distributed]'"
-        ) from None
-    try:
-        client = Client(address, timeout=30)
-    except (OSError, TimeoutError) as exc:
-        raise ValueError(f"scheduler: cannot connect to the Dask scheduler at {address!r}: {exc}") from None
-    try:
-        yield client.get_executor()
-    finally:
-        client.close()
+
+def _short(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)

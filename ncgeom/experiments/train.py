@@ -1,6 +1,6 @@
 """Train an encoder with Adam on a batch contrastive loss and record the NC/DC geometry per epoch.
 
-``run(config)`` is the single entry point (theory.md sections 7-9):
+``run(config)`` is the single entry point (docs/theory.md, sections 7-9):
 
 1. the seed becomes four independent streams at this boundary (numpy.random.SeedSequence.spawn):
    data, near-NC initialization, batches (numpy Generators) and one torch.Generator shared, in a fixed
@@ -8,28 +8,41 @@
 2. each epoch draws ceil(N / B) class-balanced batches; label positives feed the batch loss with the
    class labels (P(i) = same class); noise positives feed a two-view batch [x; x + sigma_p eps] with
    instance ids as labels (SimCLR-style);
-3. after each epoch (every ``metrics_every``): every metric of theory.md section 8 on the training
+3. after each epoch (every ``metrics_every``): every metric of docs/theory.md, section 8 on the training
    embeddings with the true labels, test NCC accuracy with the train class means, the closed-form
    NC value of the estimator being optimized, and the gap loss - nc_value.
 
 A non-finite loss (or non-finite embeddings) stops the run: status "diverged", the state of the last
 complete epoch is restored, and the record says at which epoch and step it happened. Failure modes:
 norm="none" lets the features grow without bound (the loss then tends to 0, below the NC value,
-theory.md claim 4); a very large lr or tiny tau can overflow float32 (use dtype="float64").
+docs/theory.md, section 9, claim 4); a very large lr or tiny tau can overflow float32 (use dtype="float64").
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
+import io
 import math
 import time
 from pathlib import Path
 
 import numpy as np
 
-from ncgeom.data import class_balanced_batches, class_balanced_counts, gaussian_mixture, load_digits_data, two_view_batch
+from ncgeom.atomic_io import atomic_write_bytes
+from ncgeom.data import (
+    class_balanced_batches,
+    class_balanced_counts,
+    gaussian_mixture,
+    load_digits_data,
+    two_view_batch,
+)
 from ncgeom.experiments.config import Config
-from ncgeom.experiments.result import Result, jsonable, write_bytes_atomic, write_json_atomic
+from ncgeom.experiments.records import SUMMARY_FILE, EpochRecord, append_epoch, save_config
+from ncgeom.experiments.result import Result
+from ncgeom.geometry import simplex_etf
+from ncgeom.metrics import class_means, nc_metrics, ncc_accuracy
+from ncgeom.provenance import provenance
+from ncgeom.theory import batch_nc_value, nc_value
 
 __all__ = ["run", "make_data", "run_nc_value"]
 
@@ -49,7 +62,7 @@ def run_nc_value(config: Config) -> tuple[float, str]:
     """The closed-form loss at neural collapse for the estimator ``config`` optimizes, and its source.
 
     - weighted estimator, label positives: ``ncgeom.theory.batch_nc_value`` with the class counts of a
-      class-balanced batch (theory.md section 7; padded with zeros to C classes);
+      class-balanced batch (docs/theory.md, section 7; padded with zeros to C classes);
     - weighted estimator, noise positives: the batch loss evaluated (float64) at an exact NC two-view
       batch (both views of a class-c sample at the ETF vertex v_c, instance ids as labels);
     - sampled estimator: ``ncgeom.theory.nc_value`` (section 5; the population collision probability
@@ -57,9 +70,7 @@ def run_nc_value(config: Config) -> tuple[float, str]:
     """
     import torch
 
-    from ncgeom.geometry import simplex_etf
-    from ncgeom.losses import batch_loss, make_psi
-    from ncgeom.theory import batch_nc_value, nc_value
+    from ncgeom.losses import batch_loss, make_psi  # imports torch (heavy): only when a run starts
 
     c = config.classes
     counts = class_balanced_counts(c, config.batch_size)
@@ -67,19 +78,19 @@ def run_nc_value(config: Config) -> tuple[float, str]:
         psi = make_psi(config.psi, tau=config.tau, margin=config.margin)
         value = nc_value(config.setting, psi, num_classes=c, num_negatives=config.num_negatives,
                          beta=config.beta, tau=config.tau, margin=config.margin)
-        return float(value), "nc_value (theory.md section 5, population collision probability)"
+        return float(value), "nc_value (docs/theory.md, section 5, population collision probability)"
     if config.positives == "label":
         full = np.zeros(c, dtype=np.int64)
         full[: counts.size] = counts
         value = batch_nc_value(config.setting, class_counts=full, num_negatives=config.num_negatives,
                                beta=config.beta, tau=config.tau)
-        return float(value), "batch_nc_value (theory.md section 7, class-balanced batch counts)"
+        return float(value), "batch_nc_value (docs/theory.md, section 7, class-balanced batch counts)"
     y = np.repeat(np.arange(counts.size), counts)
     z = torch.as_tensor(simplex_etf(c)[y], dtype=torch.float64)
     ids = torch.arange(y.size).repeat(2)
     value = batch_loss(torch.cat([z, z]), ids, config.setting, beta=config.beta, tau=config.tau,
                        num_negatives=config.num_negatives, estimator="weighted", backend="dense")
-    return float(value), "batch_loss at an exact NC two-view batch (theory.md section 7, instance ids)"
+    return float(value), "batch_loss at an exact NC two-view batch (docs/theory.md, section 7, instance ids)"
 
 
 def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = False) -> Result:
@@ -101,7 +112,7 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
     """
     import torch
 
-    from ncgeom.losses import batch_loss, make_psi
+    from ncgeom.losses import batch_loss, make_psi  # ncgeom.losses and ncgeom.models import torch
     from ncgeom.models import build_model
 
     if not isinstance(config, Config):
@@ -140,19 +151,17 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
     indexed = getattr(model, "takes_indices", False)
     noise = config.positives == "noise"
 
-    def evaluate(epoch: int, loss: float | None) -> dict | None:
+    def evaluate(epoch: int, loss: float | None) -> EpochRecord | None:
         return _evaluate(model, data, x_train, x_test, indexed, epoch, loss, nc_val)
 
     history_file = None
     if run_dir is not None:
-        from ncgeom.provenance import provenance
-
-        (run_dir / "summary.json").unlink(missing_ok=True)
-        write_json_atomic(run_dir / "config.json", {**config.to_dict(), "provenance": provenance()})
+        (run_dir / SUMMARY_FILE).unlink(missing_ok=True)
+        save_config(run_dir, config, provenance())
         history_file = open(run_dir / "history.jsonl", "w")
 
     initial = evaluate(0, None)
-    history: list[dict] = []
+    history: list[EpochRecord] = []
     status, message = "completed", f"trained {config.epochs} epochs"
     good_state = _snapshot(model)
     last_metrics = initial
@@ -186,58 +195,42 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
                     if record is None:
                         failure = f"embeddings became non-finite at epoch {epoch}"
                 else:
-                    record = _record(epoch, mean_loss, nc_val, None, None, None)
+                    record = EpochRecord(epoch, mean_loss, nc_val, mean_loss - nc_val)
             if failure is not None:
                 model.load_state_dict(good_state)
                 status, message = "diverged", failure + "; kept the state of the last complete epoch"
                 break
-            record["time_s"] = time.perf_counter() - start
+            record = dataclasses.replace(record, time_s=time.perf_counter() - start)
             history.append(record)
-            if record["metrics"] is not None:
+            if record.metrics is not None:
                 last_metrics = record
             good_state = _snapshot(model)
             if history_file is not None:
-                history_file.write(json.dumps(jsonable(record)) + "\n")
-                history_file.flush()
+                append_epoch(history_file, record)
             if bar is not None:
+                etf = record.value("etf_distance")
                 bar.update(1)
-                bar.set_postfix(loss=f"{record['loss']:.4f}", gap=f"{record['gap']:.2e}",
-                                etf=f"{(record['metrics'] or {}).get('etf_distance', float('nan')):.3f}")
+                bar.set_postfix(loss=f"{record.loss:.4f}", gap=f"{record.gap:.2e}", etf="-" if etf is None else f"{etf:.3f}")
     finally:
         if history_file is not None:
             history_file.close()
         if bar is not None:
             bar.close()
 
-    if history and history[-1]["metrics"] is None:  # diverged after an epoch skipped by metrics_every
-        last_metrics = evaluate(history[-1]["epoch"], history[-1]["loss"]) or last_metrics
-    final = _flat(last_metrics)
+    if history and history[-1].metrics is None:  # diverged after an epoch skipped by metrics_every
+        last_metrics = evaluate(history[-1].epoch, history[-1].loss) or last_metrics
     z_final = _embed(model, x_train, indexed)
     result = Result(
-        config=config, status=status, message=message, history=tuple(history), initial=_flat(initial),
-        final=final, nc_value=nc_val, nc_value_source=nc_source, embeddings=z_final, labels=data.y_train.copy(),
+        config=config, status=status, message=message, history=tuple(history), initial=initial,
+        final=last_metrics, nc_value=nc_val, nc_value_source=nc_source, embeddings=z_final, labels=data.y_train.copy(),
         wall_time_s=time.perf_counter() - start,
     )
     if run_dir is not None:
-        import io
-
         buf = io.BytesIO()
         np.savez(buf, z=z_final, labels=data.y_train)
-        write_bytes_atomic(run_dir / "embeddings.npz", buf.getvalue())
-        write_json_atomic(run_dir / "summary.json", result.summary())
+        atomic_write_bytes(run_dir / "embeddings.npz", buf.getvalue())
+        result.summary_record().save(run_dir)
     return result
-
-
-def _record(epoch, loss, nc_val, metrics, test_acc, mean_norm) -> dict:
-    return {
-        "epoch": epoch,
-        "loss": loss,
-        "nc_value": nc_val,
-        "gap": None if loss is None else loss - nc_val,
-        "test_ncc_accuracy": test_acc,
-        "mean_norm": mean_norm,
-        "metrics": metrics,
-    }
 
 
 def _embed(model, x, indexed) -> np.ndarray:
@@ -248,11 +241,9 @@ def _embed(model, x, indexed) -> np.ndarray:
     return z.detach().to(torch.float64).numpy()
 
 
-def _evaluate(model, data, x_train, x_test, indexed, epoch, loss, nc_val) -> dict | None:
+def _evaluate(model, data, x_train, x_test, indexed, epoch, loss, nc_val) -> EpochRecord | None:
     """The epoch record with metrics, or None if the embeddings are not finite."""
     import torch
-
-    from ncgeom.metrics import class_means, nc_metrics, ncc_accuracy
 
     z = _embed(model, x_train, indexed)
     if not np.isfinite(z).all():
@@ -265,14 +256,8 @@ def _evaluate(model, data, x_train, x_test, indexed, epoch, loss, nc_val) -> dic
         if np.isfinite(z_test).all():
             test_acc = float(ncc_accuracy(z_test, data.y_test, class_means=class_means(z, data.y_train)))
     mean_norm = float(np.linalg.norm(z, axis=1).mean())
-    return _record(epoch, loss, nc_val, metrics, test_acc, mean_norm)
-
-
-def _flat(record: dict) -> dict:
-    out = dict(record["metrics"] or {})
-    out.update(loss=record["loss"], test_ncc_accuracy=record["test_ncc_accuracy"],
-               mean_norm=record["mean_norm"], epoch=record["epoch"])
-    return out
+    gap = None if loss is None else loss - nc_val
+    return EpochRecord(epoch, loss, nc_val, gap, test_ncc_accuracy=test_acc, mean_norm=mean_norm, metrics=metrics)
 
 
 def _snapshot(model) -> dict:

@@ -6,13 +6,14 @@ Stages, in order (each writes only under the output directory ``out``):
    certificates, HUCL exploration) -> ``out/verify/results.json``.
 2. ``theory``: the data of the theory figures (:mod:`ncgeom.reproduce.theory_data`) ->
    ``out/theory/<name>.json`` (nc values vs beta, Harris gaps, certificates, HUCL exploration).
-3. ``claims``: for each claim of theory.md section 9, its sweep (:mod:`ncgeom.experiments`, run
-   directories under ``out/sweeps/``) and its evaluation -> ``out/claims/<id>.json``.
-4. ``figures``: every registered figure script (:mod:`ncgeom.reproduce.registry`), reading only the
-   saved results -> ``out/figures/<name>.png|pdf``.
+3. ``claims``: :func:`ncgeom.experiments.claims.run_claims`: each claim's sweep (run directories
+   under ``out/sweeps/``, a tqdm bar of runs done / total with an ETA) and its verdicts ->
+   ``out/claims/<id>.json``.
+4. ``figures``: :func:`ncgeom.figures.render_all`, every registered figure from the saved results
+   -> ``out/figures/<name>.png|pdf``.
 5. ``report``: ``out/report.md`` (:mod:`ncgeom.reproduce.report`).
 
-Resumable: a finished stage leaves ``out/.stages/<stage>.json`` and is skipped on the next call (the
+Resumable: a finished stage leaves ``out/.stages/<stage>.json`` (:class:`~ncgeom.reproduce.stages.StageRecord`) and is skipped on the next call (the
 theory files and the claims are skipped one by one, and sweeps skip finished runs); figures are
 redrawn when an earlier stage ran again. All writes are atomic, so an interrupted or failed run never
 damages what was already written. A stage that fails is recorded (status and one-line error) and the
@@ -29,22 +30,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ncgeom.atomic_io import atomic_write_json, read_json
-from ncgeom.reproduce.scales import Scale, get_scale
+from ncgeom.experiments.claims import run_claims
+from ncgeom.figures.render import render_all
+from ncgeom.provenance import provenance
+from ncgeom.reproduce.report import write_report
+from ncgeom.reproduce.scales import ScaleParameters, scale_parameters
+from ncgeom.reproduce.stages import STAGES, StageOutcome, StageRecord
+from ncgeom.reproduce.theory_data import compute_all
 from ncgeom.validate import require_int
+from proofs_check.report import run_all
 
-__all__ = ["STAGES", "StageOutcome", "ReproduceResult", "Context", "reproduce", "stage_status"]
-
-STAGES: tuple[str, ...] = ("verify", "theory", "claims", "figures", "report")
-
-
-@dataclass(frozen=True)
-class StageOutcome:
-    """What happened to one stage in this call: ``done``, ``skipped`` (finished earlier) or ``failed``."""
-
-    stage: str
-    status: str
-    seconds: float = 0.0
-    error: str = ""
+__all__ = ["ReproduceResult", "Context", "reproduce"]
 
 
 @dataclass(frozen=True)
@@ -68,34 +64,23 @@ class Context:
     """Shared state of the stages of one call (not a result; mutable by design)."""
 
     out: Path
-    scale: Scale
+    scale: ScaleParameters
     workers: int
     log: Callable[[str], None]
+    progress: bool = True
     redo: frozenset = frozenset()
     ran: list[str] = field(default_factory=list)
 
 
-def _marker(out: Path, stage: str) -> Path:
-    return out / ".stages" / f"{stage}.json"
-
-
-def stage_status(out: str | Path, stage: str) -> dict | None:
-    """The recorded status of ``stage`` in ``out`` (``{"status": ..., "seconds": ..., ...}``) or None."""
-    path = _marker(Path(out), stage)
-    return read_json(path) if path.exists() else None
-
-
-def _check_manifest(out: Path, scale: Scale) -> None:
+def _check_manifest(out: Path, scale: ScaleParameters) -> None:
     manifest = out / "reproduce.json"
     if manifest.exists():
-        previous = read_json(manifest).get("scale")
+        previous = read_json(manifest)["scale"]
         if previous != scale.name:
             raise ValueError(
                 f"--out {out} already holds a {previous!r} reproduction; use another directory for {scale.name!r}"
             )
         return
-    from ncgeom.provenance import provenance
-
     atomic_write_json(manifest, {"scale": scale.name, "provenance": provenance()})
 
 
@@ -106,6 +91,7 @@ def reproduce(
     workers: int = 1,
     stages: tuple[str, ...] | None = None,
     redo: tuple[str, ...] = (),
+    progress: bool = True,
     log: Callable[[str], None] | None = None,
 ) -> ReproduceResult:
     """Run (or resume) the reproduction into ``out`` and write ``out/report.md``.
@@ -114,19 +100,21 @@ def reproduce(
     ----------
     out : path
         Output directory (created); a directory of another scale is refused (ValueError).
-    scale : {"quick", "full", "tiny"}
-        Amount of computation (:mod:`ncgeom.reproduce.scales`); ``tiny`` is for tests.
+    scale : {"tiny", "quick", "full"}
+        Amount of computation (ncgeom.vocabulary.SCALES; :mod:`ncgeom.reproduce.scales`); ``tiny`` is for tests.
     workers : int
-        Parallel training runs in the claim sweeps (>= 1).
+        Parallel training runs in the claim sweeps (>= 1; :func:`ncgeom.experiments.sweep.make_executor`).
     stages : tuple of str, optional
-        Run only these stages (default: all of :data:`STAGES`); the report is always rewritten.
+        Run only these stages (default: all of STAGES); the report is always rewritten.
     redo : tuple of str
         Stages to recompute even if finished (their outputs are overwritten, atomically; finished
         training runs are still reused by the sweeps).
+    progress : bool
+        A tqdm bar (stderr) over the training runs of the claims stage.
     log : callable, optional
         Progress sink (default: print to stderr).
     """
-    scale_obj = get_scale(scale)
+    params = scale_parameters(scale)
     workers = require_int("workers", workers, min_value=1)
     for arg, names in (("stages", stages or ()), ("redo", redo)):
         for name in names:
@@ -136,48 +124,38 @@ def reproduce(
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} exists and is not a directory")
     out.mkdir(parents=True, exist_ok=True)
-    _check_manifest(out, scale_obj)
-    ctx = Context(out=out, scale=scale_obj, workers=workers, redo=frozenset(redo), log=log or (lambda msg: print(msg, file=sys.stderr, flush=True)))
+    _check_manifest(out, params)
+    ctx = Context(out=out, scale=params, workers=workers, progress=progress, redo=frozenset(redo),
+                  log=log or (lambda msg: print(msg, file=sys.stderr, flush=True)))
     t_start = time.perf_counter()
-    outcomes = []
-    for stage in STAGES:
-        if stage == "report":
-            break
-        if stages is not None and stage not in stages:
-            continue
-        outcomes.append(_run_stage(ctx, stage))
-    report_outcome = _run_stage(ctx, "report", force=True)
-    outcomes.append(report_outcome)
-    total = time.perf_counter() - t_start
-    return ReproduceResult(out=out, scale=scale_obj.name, stages=tuple(outcomes), report=out / "report.md", seconds=total)
+    outcomes = [_run_stage(ctx, stage) for stage in STAGES[:-1] if stages is None or stage in stages]
+    outcomes.append(_run_stage(ctx, "report", force=True))
+    return ReproduceResult(out=out, scale=params.name, stages=tuple(outcomes), report=out / "report.md",
+                           seconds=time.perf_counter() - t_start)
 
 
 def _run_stage(ctx: Context, stage: str, *, force: bool = False) -> StageOutcome:
-    previous = stage_status(ctx.out, stage)
-    upstream_ran = bool(ctx.ran)
-    redo = force or stage in ctx.redo or previous is None or previous.get("status") != "done" or (stage == "figures" and upstream_ran)
+    previous = StageRecord.load(ctx.out, stage)
+    redo = (force or stage in ctx.redo or previous is None or previous.status != "done"
+            or (stage == "figures" and bool(ctx.ran)))
     if not redo:
-        ctx.log(f"[{stage}] already done ({previous.get('seconds', 0):.1f} s earlier): skipped")
-        return StageOutcome(stage, "skipped", float(previous.get("seconds", 0.0)))
+        ctx.log(f"[{stage}] already done ({previous.seconds:.1f} s earlier): skipped")
+        return StageOutcome(stage, "skipped", previous.seconds)
     ctx.log(f"[{stage}] running")
     t0 = time.perf_counter()
-    func = _STAGE_FUNCS[stage]
     try:
-        summary = func(ctx) or {}
+        summary = _STAGE_FUNCS[stage](ctx) or {}
     except Exception as exc:  # a failed stage is recorded, the pipeline goes on
         seconds = time.perf_counter() - t0
         error = f"{exc.__class__.__name__}: {' '.join(str(exc).split())}"[:500]
-        atomic_write_json(
-            _marker(ctx.out, stage),
-            {"status": "failed", "seconds": seconds, "error": error, "traceback": traceback.format_exc()[-4000:]},
-        )
+        StageRecord(stage, "failed", seconds, error, traceback=traceback.format_exc()[-4000:]).save(ctx.out)
         ctx.log(f"[{stage}] FAILED after {seconds:.1f} s: {error}")
         ctx.ran.append(stage)
         return StageOutcome(stage, "failed", seconds, error)
     seconds = time.perf_counter() - t0
     status = "failed" if summary.get("failed") else "done"
     error = "; ".join(summary.get("failed", []))[:500] if status == "failed" else ""
-    atomic_write_json(_marker(ctx.out, stage), {"status": status, "seconds": seconds, "error": error, "summary": summary})
+    StageRecord(stage, status, seconds, error, summary).save(ctx.out)
     ctx.log(f"[{stage}] {status} in {seconds:.1f} s" + (f": {error}" if error else ""))
     ctx.ran.append(stage)
     return StageOutcome(stage, status, seconds, error)
@@ -191,45 +169,39 @@ def _stage_verify(ctx: Context) -> dict:
     if ctx.scale.verify == "skip":
         atomic_write_json(ctx.out / "verify" / "results.json", [])
         return {"checks": 0, "skipped": True}
-    from proofs_check.report import run_all
-
     def progress(result) -> None:
         ctx.log(f"  {result.status:10s} {result.name} ({result.seconds:.1f} s)")
 
     report = run_all(quick=ctx.scale.verify == "quick", modules=ctx.scale.verify_modules, on_result=progress)
-    records = [r.to_dict() for r in report.checks]
-    atomic_write_json(ctx.out / "verify" / "results.json", records)
-    summary = {"checks": len(records), "counts": report.counts, "modules": list(report.modules), "passed": report.passed}
+    atomic_write_json(ctx.out / "verify" / "results.json", [r.to_dict() for r in report.checks])
+    summary = {"checks": len(report.checks), "counts": report.counts, "modules": list(report.modules), "passed": report.passed}
     if not report.passed:
         summary["failed"] = [f"check {r.name} failed" for r in report.checks if r.status == "fail"]
     return summary
 
 
 def _stage_theory(ctx: Context) -> dict:
-    from ncgeom.reproduce import theory_data
-
-    return theory_data.compute_all(
-        ctx.out / "theory", scale=ctx.scale, verify_results=ctx.out / "verify" / "results.json", force="theory" in ctx.redo, log=ctx.log
-    )
+    return compute_all(ctx.out / "theory", scale=ctx.scale, verify_results=ctx.out / "verify" / "results.json",
+                                   force="theory" in ctx.redo, log=ctx.log)
 
 
 def _stage_claims(ctx: Context) -> dict:
-    from ncgeom.reproduce import claims_stage
-
-    return claims_stage.run_claims(ctx.out, scale=ctx.scale.name, workers=ctx.workers, force="claims" in ctx.redo, log=ctx.log)
+    results = run_claims(ctx.out, scale=ctx.scale.name, workers=ctx.workers, force="claims" in ctx.redo,
+                         progress=ctx.progress, log=ctx.log)
+    failed = [f"claim {r.claim}: {r.error}" for r in results if r.error]
+    failed += [f"claim {r.claim}: {len(r.failed_runs)} run(s) failed, first: {r.failed_runs[0]}" for r in results if r.failed_runs]
+    summary: dict = {"claims": {r.claim: str(r.overall) for r in results}}
+    if failed:
+        summary["failed"] = failed
+    return summary
 
 
 def _stage_figures(ctx: Context) -> dict:
-    from ncgeom.reproduce.figures import render_all
-
     return render_all(ctx.out, ctx.out / "figures", formats=ctx.scale.figure_formats, log=ctx.log)
 
 
 def _stage_report(ctx: Context) -> dict:
-    from ncgeom.reproduce.report import write_report
-
-    path = write_report(ctx.out)
-    return {"report": str(path)}
+    return {"report": write_report(ctx.out).name}
 
 
 _STAGE_FUNCS = {

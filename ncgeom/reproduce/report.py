@@ -7,14 +7,20 @@ any time without recomputing anything: :func:`write_report`.
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
-from ncgeom.atomic_io import atomic_write_text, read_json
-from ncgeom.reproduce.registry import FIGURES
+from ncgeom.atomic_io import atomic_write_bytes, atomic_write_text, read_json
+from ncgeom.experiments.claims import CLAIMS, ClaimResult
+from ncgeom.figures.registry import FIGURES
+from ncgeom.reproduce.stages import STAGES, StageRecord
+from proofs_check.records import CheckResult
 
-__all__ = ["write_report", "render_report", "claim_rows", "claim_overview", "write_gallery"]
+__all__ = ["write_report", "render_report", "claim_figures", "write_gallery"]
+
+THEORY = "docs/theory.md"  # the theory every statement of the report refers to (in the repository)
 
 
 def _cell(value: Any, width: int = 160) -> str:
@@ -37,138 +43,90 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return lines
 
 
-def _load(path: Path, default: Any) -> Any:
-    try:
-        return read_json(path)
-    except (FileNotFoundError, json.JSONDecodeError):
-        return default
+def claim_figures(claim_id: str) -> str:
+    """Comma-separated names of the registered figures that bear on a claim."""
+    return ", ".join(spec.name for spec in FIGURES if str(claim_id) in spec.claims)
 
 
-def claim_rows(out: Path) -> list[dict]:
-    """The claim-by-claim rows of ``out/claims/*.json`` (each file: one record or a list of records).
-
-    Every row has the keys claim, setting, expected, observed, verdict, figures.
-    """
-    rows = []
-    claims_dir = Path(out) / "claims"
-    index = _load(claims_dir / "index.json", None)
-    files = [claims_dir / f"{cid}.json" for cid in index] if isinstance(index, list) else sorted(claims_dir.glob("*.json"))
-    for path in files:
-        if path.name == "index.json":
-            continue
-        data = _load(path, None)
-        if data is None:
-            rows.append({"claim": path.stem, "setting": "", "metric": "", "expected": "", "observed": "no result file", "verdict": "not run", "figures": ""})
-            continue
-        records = data if isinstance(data, list) else data.get("rows", [data]) if isinstance(data, dict) else []
-        for rec in records:
-            rows.append(
-                {
-                    "claim": rec.get("claim", rec.get("claim_id", rec.get("id", path.stem))),
-                    "setting": rec.get("setting", ""),
-                    "expected": rec.get("expected", ""),
-                    "observed": rec.get("observed", ""),
-                    "metric": rec.get("metric", ""),
-                    "verdict": rec.get("verdict", "inconclusive"),
-                    "figures": rec.get("figures", rec.get("figure", "")),
-                }
-            )
-    return rows
-
-
-def claim_overview(out: Path) -> list[dict]:
-    """One row per claim of ``out/claims``: claim, statement, overall verdict, number of runs, figures."""
-    claims_dir = Path(out) / "claims"
-    index = _load(claims_dir / "index.json", None)
-    ids = index if isinstance(index, list) else sorted(p.stem for p in claims_dir.glob("*.json") if p.stem != "index")
-    overview = []
-    for cid in ids:
-        data = _load(claims_dir / f"{cid}.json", None)
-        if not isinstance(data, dict):
-            overview.append({"claim": cid, "statement": "", "verdict": "not run", "runs": 0, "figures": ""})
-            continue
-        rows = data.get("rows", [])
-        final = next((r for r in rows if r.get("setting") == "overall"), rows[-1] if rows else {})
-        verdict = final.get("verdict", "inconclusive")
-        if data.get("failed_runs"):
-            verdict += f" ({len(data['failed_runs'])} run(s) failed)"
-        overview.append({"claim": cid, "statement": data.get("statement", ""), "verdict": verdict, "runs": data.get("runs", ""),
-                         "figures": final.get("figures", "")})
-    return overview
+def _manifest(out: Path) -> dict:
+    path = out / "reproduce.json"
+    return read_json(path) if path.is_file() else {"scale": "?", "provenance": {}}
 
 
 def render_report(out: str | Path) -> str:
-    """The markdown text of the report of the reproduction in ``out``."""
+    """The markdown text of the report of the reproduction in ``out`` (from its files alone)."""
     out = Path(out)
-    manifest = _load(out / "reproduce.json", {})
-    prov = manifest.get("provenance", {})
+    manifest = _manifest(out)
+    prov = manifest["provenance"]
     lines = [
         "# ncgeom reproduction report",
         "",
-        f"Scale: **{manifest.get('scale', '?')}**; git commit `{prov.get('git_commit')}`; started {prov.get('time_utc')}; "
+        f"Scale: **{manifest['scale']}**; git commit `{prov.get('git_commit')}`; started {prov.get('time_utc')}; "
         f"python {prov.get('python')}, torch {prov.get('versions', {}).get('torch')}.",
-        "Theory: /work/shared/theory.md of the project (docs/theory_map.md maps statements to code, tests, figures).",
+        f"Theory: {THEORY} (docs/theory_map.md maps its statements to code, tests and figures).",
         "",
     ]
-    if manifest.get("scale") == "tiny":
+    if manifest["scale"] == "tiny":
         lines += ["_Test scale (`--tiny`): runs of 2 epochs on shrunken grids; the verdicts below carry no evidence._", ""]
-    lines += [
-        "## Stages",
-        "",
-    ]
-    from ncgeom.reproduce.pipeline import STAGES, stage_status
-
+    lines += ["## Stages", ""]
     stage_rows, total = [], 0.0
     for stage in STAGES[:-1]:
-        st = stage_status(out, stage) or {"status": "not run"}
-        total += float(st.get("seconds", 0.0))
-        stage_rows.append([stage, st.get("status"), f"{float(st.get('seconds', 0.0)):.1f}", st.get("error", "")])
+        record = StageRecord.load(out, stage)
+        if record is None:
+            stage_rows.append([stage, "not run", "0.0", ""])
+            continue
+        total += record.seconds
+        stage_rows.append([stage, record.status, f"{record.seconds:.1f}", record.error])
     stage_rows.append(["total", "", f"{total:.1f}", "sum of the stage times (each from the call that last ran the stage)"])
     lines += _table(["stage", "status", "seconds", "error"], stage_rows)
 
     lines += ["", "## Verification (proofs_check)", ""]
-    checks = _load(out / "verify" / "results.json", None)
+    verify = out / "verify" / "results.json"
+    checks = [CheckResult.from_dict(r) for r in read_json(verify)] if verify.is_file() else []
     if not checks:
         lines.append("_No verification results (stage not run or skipped)._")
     else:
         counts: dict[str, int] = {}
         for c in checks:
-            counts[c.get("status")] = counts.get(c.get("status"), 0) + 1
+            counts[c.status] = counts.get(c.status, 0) + 1
         lines.append("Totals: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) + ".")
         lines.append("")
-        rows = [
-            [c.get("name"), c.get("status"), c.get("method"), f"{float(c.get('seconds') or 0):.2f}", c.get("source"), _short_details(c.get("details"))]
-            for c in checks
-        ]
+        rows = [[c.name, c.status, c.method, f"{c.seconds:.2f}", c.source, _short_details(c.details)] for c in checks]
         lines += _table(["check", "status", "method", "seconds", "source", "key numbers"], rows)
 
-    lines += ["", "## Claims (theory.md section 9)", ""]
-    rows = claim_rows(out)
-    if not rows:
+    lines += ["", f"## Claims ({THEORY}, section 9)", ""]
+    results = [r for r in (ClaimResult.load(out, cid) for cid in CLAIMS) if r is not None]
+    if not results:
         lines.append("_No claim results (claims stage not run)._")
     else:
-        overall = claim_overview(out)
         lines.append("Summary, one row per claim (the verdict of its `overall` row; the detailed rows follow):")
         lines.append("")
-        lines += _table(["claim", "statement", "verdict", "runs", "figure"], [[o["claim"], o["statement"], f"**{o['verdict']}**", o["runs"], o["figures"]] for o in overall])
+        summary = []
+        for r in results:
+            verdict = str(r.overall or r.error or "no verdict")
+            if r.failed_runs:
+                verdict += f" ({len(r.failed_runs)} run(s) failed)"
+            summary.append([r.claim, r.statement, f"**{verdict}**", r.runs, claim_figures(r.claim)])
+        lines += _table(["claim", "statement", "verdict", "runs", "figure"], summary)
         lines += ["", "Claim by claim:", ""]
         lines += _table(
             ["claim", "setting", "metric", "expected", "observed", "verdict", "figure"],
-            [[r["claim"], r["setting"], r["metric"], r["expected"], r["observed"], f"**{r['verdict']}**", r["figures"]] for r in rows],
+            [[row.claim, row.setting, row.metric, row.expected, row.observed, f"**{row.verdict or '-'}**", claim_figures(r.claim)]
+             for r in results for row in r.rows],
         )
 
     lines += ["", "## Figures", ""]
-    status = _load(out / "figures" / "status.json", {})
+    status_file = out / "figures" / "status.json"
+    status = read_json(status_file) if status_file.is_file() else {}
     for number, spec in enumerate(FIGURES, start=1):
         st = status.get(spec.name, {"status": "not run", "error": ""})
         lines.append(f"### Figure {number}: {spec.title} (`{spec.name}`)")
         lines.append("")
-        if (out / "figures" / f"{spec.name}.png").exists() and st.get("status") == "done":
+        if (out / "figures" / f"{spec.name}.png").exists() and st["status"] == "done":
             lines.append(f"![{spec.title}](figures/{spec.name}.png)")
-            lines.append("")
         else:
-            lines.append(f"_Not drawn: {st.get('status')}{': ' + st['error'] if st.get('error') else ''}._")
-            lines.append("")
+            lines.append(f"_Not drawn: {st['status']}{': ' + st['error'] if st['error'] else ''}._")
+        lines.append("")
         bears = []
         if spec.claims:
             bears.append(("claim " if len(spec.claims) == 1 else "claims ") + ", ".join(spec.claims))
@@ -205,15 +163,13 @@ def write_gallery(results: str | Path, dest: str | Path) -> Path:
     ``write_gallery("results/quick", "figures/quick")``. The copies are re-encoded with a 64-colour
     palette (a quarter of the size, visually identical for these line plots). Returns the index path.
     """
-    from ncgeom.atomic_io import atomic_write_bytes
-
     results, dest = Path(results), Path(dest)
-    manifest = _load(results / "reproduce.json", {})
-    prov = manifest.get("provenance", {})
+    manifest = _manifest(results)
+    prov = manifest["provenance"]
     lines = [
-        f"# Figures of a `--{manifest.get('scale', '?')}` reproduction",
+        f"# Figures of a `--{manifest['scale']}` reproduction",
         "",
-        f"Made by `ncgeom reproduce --{manifest.get('scale', 'quick')}` (commit `{prov.get('git_commit')}`, "
+        f"Made by `ncgeom reproduce --{manifest['scale']}` (commit `{prov.get('git_commit')}`, "
         f"{prov.get('time_utc')}); the full report with the verdict tables is the run's report.md.",
         "",
     ]
@@ -228,9 +184,7 @@ def write_gallery(results: str | Path, dest: str | Path) -> Path:
 
 def _small_png(data: bytes, colors: int = 64) -> bytes:
     """PNG bytes re-encoded with an adaptive palette of ``colors`` colours (no dithering)."""
-    import io
-
-    from PIL import Image
+    from PIL import Image  # Pillow comes with matplotlib (heavy optional)
 
     image = Image.open(io.BytesIO(data)).convert("RGB")
     quantized = image.quantize(colors=colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)

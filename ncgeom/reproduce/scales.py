@@ -1,6 +1,8 @@
-"""Scales of the reproduction: how much computation ``ncgeom reproduce`` spends.
+"""Parameters of the reproduction at each scale: how much computation ``ncgeom reproduce`` spends.
 
-- ``tiny``: internal, for the end-to-end test (well under a minute): the fastest checks and sweeps.
+The scale names are ncgeom.vocabulary.SCALES; the claim sweeps use the table of the same name in each spec.
+
+- ``tiny``: for the end-to-end tests (well under a minute): the fastest checks and sweeps.
 - ``quick``: the default, every claim at reduced size (about a minute on 2 CPU cores; the budget is
   10 minutes).
 - ``full``: the paper-scale settings (about 3.7 CPU-hours; see docs/getting_started.md).
@@ -12,18 +14,16 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ncgeom.validate import require_choice
+from ncgeom.vocabulary import SCALES, SETTINGS, Scale, is_hard
 
-__all__ = ["ScaleName", "SCALE_NAMES", "Scale", "get_scale"]
-
-ScaleName = Literal["tiny", "quick", "full"]
-SCALE_NAMES: tuple[str, ...] = ("tiny", "quick", "full")
+__all__ = ["ScaleParameters", "scale_parameters"]
 
 
 @dataclass(frozen=True)
-class Scale:
-    """Parameters of one reproduction scale.
+class ScaleParameters:
+    """Parameters of one reproduction scale (the scales of ncgeom.vocabulary.SCALES).
 
-    name : the scale name, also passed to the claim sweeps of :mod:`ncgeom.experiments.claims`
+    name : the scale name, also the scale of the claim sweeps (the [tiny]/[quick]/[full] tables of the specs)
     verify : "quick", "full" or "skip": how proofs_check.report.run_all is called
     verify_modules : the proofs_check checker modules run (None: all of them)
     num_classes : C of the theory curves (nc values vs beta)
@@ -39,7 +39,7 @@ class Scale:
         exploration (used only when the verify stage did not produce one)
     """
 
-    name: ScaleName
+    name: Scale
     verify: Literal["quick", "full", "skip"]
     num_classes: int
     num_negatives: tuple[int, ...]
@@ -55,10 +55,11 @@ class Scale:
     figure_formats: tuple[str, ...] = ("png", "pdf")
 
 
+_PLAIN_SETTINGS = tuple(s for s in SETTINGS if not is_hard(s))  # scl, ucl: the certified cases
 _BETA_GRID = tuple(float(b) for b in (0, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30))
 
 _SCALES = {
-    "tiny": Scale(
+    "tiny": ScaleParameters(
         name="tiny",
         verify="quick",
         num_classes=10,
@@ -74,7 +75,7 @@ _SCALES = {
         verify_modules=("harris",),
         figure_formats=("png",),
     ),
-    "quick": Scale(
+    "quick": ScaleParameters(
         name="quick",
         verify="quick",
         num_classes=10,
@@ -85,12 +86,12 @@ _SCALES = {
         harris_k=2,
         certificate_cases=tuple(
             (setting, c, k, tau, domain)
-            for setting in ("scl", "ucl")
+            for setting in _PLAIN_SETTINGS
             for c, k, tau, domain in ((3, 2, 1.0, "sphere"), (5, 2, 1.0, "ball"), (6, 2, 0.5, "sphere"), (8, 1, 1.0, "ball"))
         ),
         hucl_betas=(0.0, 1.0, 2.0, 5.0, 10.0, 30.0),
     ),
-    "full": Scale(
+    "full": ScaleParameters(
         name="full",
         verify="full",
         num_classes=10,
@@ -101,7 +102,7 @@ _SCALES = {
         harris_k=3,
         certificate_cases=tuple(
             (setting, c, k, tau, domain)
-            for setting in ("scl", "ucl")
+            for setting in _PLAIN_SETTINGS
             for domain in ("ball", "sphere")
             for c, k, tau in ((3, 1, 1.0), (4, 2, 0.5), (5, 2, 1.0), (6, 3, 1.0), (8, 2, 0.5), (10, 1, 1.0), (10, 2, 1.0))
         ),
@@ -111,6 +112,6 @@ _SCALES = {
 }
 
 
-def get_scale(name: str) -> Scale:
-    """The :class:`Scale` called ``name`` (tiny, quick or full)."""
-    return _SCALES[require_choice("scale", name, SCALE_NAMES)]
+def scale_parameters(name: str) -> ScaleParameters:
+    """The :class:`ScaleParameters` of the scale ``name`` (tiny, quick or full)."""
+    return _SCALES[require_choice("scale", name, SCALES)]

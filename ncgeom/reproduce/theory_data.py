@@ -1,12 +1,12 @@
 """Data of the theory figures, computed once by the pipeline and saved as JSON under ``<out>/theory/``.
 
 - ``nc_values.json``: closed-form population loss at NC vs beta for SCL, HSCL, UCL, HUCL and the
-  collision probability pi_beta (theory.md sections 4-5; :func:`ncgeom.theory.nc_value`).
+  collision probability pi_beta (docs/theory.md, sections 4-5; :func:`ncgeom.theory.nc_value`).
 - ``harris_gap.json``: L_HSCL - L_SCL and L_HUCL - L_UCL for random finite latent models vs beta
-  (theory.md Theorem 1; :func:`ncgeom.population.population_loss`, exact method).
-- ``certificates.json``: convex-certificate optimum vs closed form (theory.md section 6;
+  (docs/theory.md, Theorem 1; :func:`ncgeom.population.population_loss`, exact method).
+- ``certificates.json``: convex-certificate optimum vs closed form (docs/theory.md, section 6;
   proofs_check.certificates).
-- ``hucl_exploration.json``: the numerical exploration of the HUCL minimum vs beta (theory.md,
+- ``hucl_exploration.json``: the numerical exploration of the HUCL minimum vs beta (docs/theory.md,
   "HUCL [open problem]"; proofs_check).
 
 Each file is computed only if absent (resumable) and written atomically. Figure scripts read these
@@ -18,8 +18,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from ncgeom.atomic_io import atomic_write_json, read_json
-from ncgeom.reproduce.scales import Scale
+from ncgeom.population import FiniteLatentModel, population_loss
+from ncgeom.reproduce.scales import ScaleParameters
+from ncgeom.theory import collision_probability, nc_value
+from ncgeom.vocabulary import SETTINGS, hard_setting
+from proofs_check.hucl import check_hucl
+from proofs_check.records import CheckResult
 
 __all__ = [
     "nc_value_curves",
@@ -31,22 +38,19 @@ __all__ = [
 ]
 
 THEORY_FILES: tuple[str, ...] = ("nc_values", "harris_gap", "certificates", "hucl_exploration")
-_SETTINGS = ("scl", "hscl", "ucl", "hucl")
 
 
 def nc_value_curves(*, num_classes: int, num_negatives: tuple[int, ...], betas: tuple[float, ...], tau: float = 1.0, psi: str = "infonce") -> dict:
-    """Loss at NC vs beta for the four settings and each k, with pi_beta (theory.md section 5).
+    """Loss at NC vs beta for the four settings and each k, with pi_beta (docs/theory.md, section 5).
 
     Returns ``{"psi", "tau", "num_classes", "betas", "num_negatives", "values": {k: {setting: [..]}},
     "collision_probability": {setting: [..]}, "scl_bound": {k: float}, "ucl_bound": {k: float}}``.
     """
-    from ncgeom.theory import collision_probability, nc_value
-
     values = {
-        str(k): {s: [nc_value(s, psi, num_classes=num_classes, num_negatives=k, beta=b, tau=tau) for b in betas] for s in _SETTINGS}
+        str(k): {s: [nc_value(s, psi, num_classes=num_classes, num_negatives=k, beta=b, tau=tau) for b in betas] for s in SETTINGS}
         for k in num_negatives
     }
-    collision = {s: [collision_probability(s, num_classes=num_classes, beta=b) for b in betas] for s in _SETTINGS}
+    collision = {s: [collision_probability(s, num_classes=num_classes, beta=b) for b in betas] for s in SETTINGS}
     return {
         "psi": psi,
         "tau": tau,
@@ -55,7 +59,7 @@ def nc_value_curves(*, num_classes: int, num_negatives: tuple[int, ...], betas: 
         "num_negatives": list(num_negatives),
         "values": values,
         "collision_probability": collision,
-        "source": "theory.md section 5 (ncgeom.theory.nc_value, collision_probability)",
+        "source": "docs/theory.md, section 5 (ncgeom.theory.nc_value, collision_probability)",
     }
 
 
@@ -69,7 +73,7 @@ def harris_gaps(
     dim: int = 3,
     seed: int = 0,
 ) -> dict:
-    """Harris gaps L_HSCL - L_SCL and L_HUCL - L_UCL of random finite latent models (theory.md Theorem 1).
+    """Harris gaps L_HSCL - L_SCL and L_HUCL - L_UCL of random finite latent models (docs/theory.md, Theorem 1).
 
     Each model has ``num_classes`` balanced classes of ``points_per_class`` points drawn uniformly on
     the unit sphere of R^dim (i.i.d. Gaussian, normalized), with Dirichlet(1) weights within a class.
@@ -79,10 +83,6 @@ def harris_gaps(
     Returns ``{"betas", "num_negatives", "models": [{"scl_gap": [..], "ucl_gap": [..], ...}], "min_gap",
     "tolerance"}`` where ``scl_gap[i]`` = L_HSCL(beta_i) - L_SCL and ``ucl_gap[i]`` = L_HUCL - L_UCL.
     """
-    import numpy as np
-
-    from ncgeom.population import FiniteLatentModel, population_loss
-
     rng = np.random.default_rng(seed)
     models = []
     for _ in range(num_models):
@@ -93,7 +93,8 @@ def harris_gaps(
             weights.append(rng.dirichlet(np.ones(points_per_class)))
         model = FiniteLatentModel(points, weights)
         record: dict = {}
-        for plain, hard in (("scl", "hscl"), ("ucl", "hucl")):
+        for plain in ("scl", "ucl"):
+            hard = hard_setting(plain)
             base = population_loss(model, plain, num_negatives=num_negatives, method="exact").value
             hard_values = [population_loss(model, hard, num_negatives=num_negatives, eta=float(b), method="exact").value for b in betas]
             record[f"{plain}_loss"] = base
@@ -116,22 +117,29 @@ def harris_gaps(
         "min_gap": min(gaps),
         "tolerance": tolerance,
         "holds": bool(min(gaps) >= -tolerance),
-        "source": "theory.md Theorem 1 (ncgeom.population.population_loss, exact)",
+        "source": "docs/theory.md, Theorem 1 (ncgeom.population.population_loss, exact)",
     }
 
 
 _CERT_KEYS = ("setting", "psi", "num_classes", "num_negatives", "domain", "tau", "margin", "primal_value", "dual_bound", "gap", "closed_form", "distance_to_etf", "minimizer_unique")
 
 
-def _certificate_row(record: dict, origin: str) -> dict:
-    details = record.get("details") or {}
-    row = {key: details.get(key) for key in _CERT_KEYS}
-    row.update(name=record.get("name"), status=record.get("status"), method=record.get("method"), origin=origin)
+def _certificate_row(check: CheckResult, origin: str) -> dict:
+    row = {key: check.details.get(key) for key in _CERT_KEYS}
+    row.update(name=check.name, status=check.status, method=check.method, origin=origin)
     return row
 
 
+def _verify_checks(verify_results: Path | None, prefix: str) -> list[CheckResult]:
+    """The checks of the verify stage (``verify/results.json``) whose name starts with ``prefix``."""
+    if verify_results is None or not Path(verify_results).exists():
+        return []
+    checks = (CheckResult.from_dict(r) for r in read_json(verify_results))
+    return [c for c in checks if c.name.startswith(prefix) and c.details]
+
+
 def certificate_table(*, cases, verify_results: Path | None = None) -> dict:
-    """Convex-certificate optimum vs the closed form at NC (theory.md section 6).
+    """Convex-certificate optimum vs the closed form at NC (docs/theory.md, section 6).
 
     Collects the certificates already run by the verify stage (``verify/results.json``, names
     ``certificate_*``) and certifies each extra ``(setting, C, k, tau, domain)`` case of ``cases``
@@ -140,27 +148,23 @@ def certificate_table(*, cases, verify_results: Path | None = None) -> dict:
     Returns ``{"cases": [{"setting", "psi", "num_classes", "num_negatives", "domain", "tau",
     "primal_value", "dual_bound", "gap", "closed_form", "distance_to_etf", "status", "origin"}, ...]}``.
     """
-    rows = []
-    if verify_results is not None and Path(verify_results).exists():
-        for record in read_json(verify_results):
-            if str(record.get("name", "")).startswith("certificate_") and record.get("details"):
-                rows.append(_certificate_row(record, "verify"))
+    rows = [_certificate_row(check, "verify") for check in _verify_checks(verify_results, "certificate_")]
     seen = {r["name"] for r in rows}
     if cases:
-        from proofs_check.certificates import certificate_check
+        from proofs_check.certificates import certificate_check  # imports cvxpy (heavy, optional at import)
 
         for setting, c, k, tau, domain in cases:
-            record = certificate_check(setting, "infonce", num_classes=c, num_negatives=k, tau=tau, domain=domain).to_dict()
-            if record["name"] not in seen:
-                rows.append(_certificate_row(record, "theory"))
-                seen.add(record["name"])
-    return {"cases": rows, "source": "theory.md section 6 (proofs_check.certificates)"}
+            check = certificate_check(setting, "infonce", num_classes=c, num_negatives=k, tau=tau, domain=domain)
+            if check.name not in seen:
+                rows.append(_certificate_row(check, "theory"))
+                seen.add(check.name)
+    return {"cases": rows, "source": "docs/theory.md, section 6 (proofs_check.certificates)"}
 
 
 def hucl_exploration(*, betas, verify_results: Path | None = None, num_classes: int = 4, num_negatives: int = 1, num_starts: int = 4) -> dict:
     """The numerical exploration of the HUCL minimum over collapsed configurations vs beta.
 
-    Theory.md section 4 ("HUCL [claim: open problem]"): Theorem 1 gives L_HUCL >= L_UCL(NC), not tight
+    docs/theory.md, section 4 ("HUCL [claim: open problem]"): Theorem 1 gives L_HUCL >= L_UCL(NC), not tight
     at NC. :func:`proofs_check.hucl.check_hucl` minimizes L_HUCL over unit class vectors (multi-start
     L-BFGS) and reports, per beta, the minimum found, the value at NC, the Harris bound and the distance
     of the minimizer's Gram to the ETF Gram, and the critical beta above which NC stops being a local
@@ -170,19 +174,15 @@ def hucl_exploration(*, betas, verify_results: Path | None = None, num_classes: 
     Returns ``{"explorations": [{"name", "num_classes", "num_negatives", "num_starts", "rows":
     [{"beta", "min_found", "nc_value", "harris_bound", "etf_distance", ...}]}]}``.
     """
-    records = []
-    if verify_results is not None and Path(verify_results).exists():
-        records = [r for r in read_json(verify_results) if str(r.get("name", "")).startswith("hucl_exploration") and (r.get("details") or {}).get("rows")]
-    if not records:
-        from proofs_check.hucl import check_hucl
-
-        records = [check_hucl(num_classes=num_classes, num_negatives=num_negatives, num_starts=num_starts, betas=tuple(betas)).to_dict()]
+    checks = [c for c in _verify_checks(verify_results, "hucl_exploration") if "rows" in c.details]
+    if not checks:
+        checks = [check_hucl(num_classes=num_classes, num_negatives=num_negatives, num_starts=num_starts, betas=tuple(betas))]
     explorations = []
-    for record in records:
-        details = record["details"]
+    for check in checks:
+        details = check.details
         explorations.append(
             {
-                "name": record.get("name"),
+                "name": check.name,
                 "num_classes": details.get("num_classes"),
                 "num_negatives": details.get("num_negatives"),
                 "num_starts": details.get("num_starts"),
@@ -193,10 +193,10 @@ def hucl_exploration(*, betas, verify_results: Path | None = None, num_classes: 
                 "harris_bound_respected": details.get("harris_bound_respected"),
             }
         )
-    return {"explorations": explorations, "source": "theory.md section 4, HUCL open problem (proofs_check.hucl)"}
+    return {"explorations": explorations, "source": "docs/theory.md, section 4, HUCL open problem (proofs_check.hucl)"}
 
 
-def compute_all(directory: Path, *, scale: Scale, verify_results: Path | None = None, force: bool = False, log: Callable[[str], None] = print) -> dict:
+def compute_all(directory: Path, *, scale: ScaleParameters, verify_results: Path | None = None, force: bool = False, log: Callable[[str], None] = print) -> dict:
     """Compute every missing theory file under ``directory`` (every file with ``force``); return the stage summary.
 
     A part that raises is recorded in ``summary["failed"]`` and the other parts still run.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -19,8 +20,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from ncgeom.atomic_io import atomic_write_bytes  # noqa: E402
-from ncgeom.reproduce.results import MissingResults  # noqa: E402
+from ncgeom.figures.runs import MissingResults  # noqa: E402
 from ncgeom.validate import require_choice  # noqa: E402
+from ncgeom.vocabulary import SETTINGS  # noqa: E402
 
 __all__ = [
     "OKABE_ITO",
@@ -53,7 +55,7 @@ _CYCLE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#00
 
 BETAS = (0.0, 2.0, 5.0, 10.0, 30.0)
 _BETA_COLORS = {0.0: "#000000", 2.0: "#0072B2", 5.0: "#009E73", 10.0: "#E69F00", 30.0: "#D55E00"}
-_SETTING_COLORS = {"scl": "#0072B2", "hscl": "#009E73", "ucl": "#E69F00", "hucl": "#D55E00"}
+_SETTING_COLORS = dict(zip(SETTINGS, ("#0072B2", "#009E73", "#E69F00", "#D55E00")))
 
 
 def beta_color(beta: float) -> str:
@@ -144,12 +146,10 @@ def no_data(ax, message: str) -> None:
 
 
 def figure_main(plot: Callable[[Path, Path], list[Path]], doc: str | None, argv: Sequence[str] | None = None) -> int:
-    """Command line of a figure script: ``python figures/fig_x.py --results DIR --out DIR``.
+    """Command line of a figure module: ``python -m ncgeom.figures.fig_x --results DIR --out DIR``.
 
     Returns 0 on success, 2 on bad input or missing results (one-line message on stderr).
     """
-    import sys
-
     summary = (doc or "").strip().splitlines()[0] if doc else None
     parser = argparse.ArgumentParser(description=summary)
     parser.add_argument(

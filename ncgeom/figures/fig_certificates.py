@@ -1,14 +1,14 @@
 """Convex certificates: optimum of the Gram-matrix program vs the closed form at neural collapse.
 
 Left: for every certified case (setting, C, k, psi, domain), the optimum of the convex program of
-theory.md section 6 (cvxpy with Clarabel or SCS) against the closed-form value at NC of section 5;
+docs/theory.md, section 6 (cvxpy with Clarabel or SCS) against the closed-form value at NC of section 5;
 points must lie on the diagonal. Right: per case, on a log axis, |optimum - closed form|, the certified
 duality gap and the distance of the optimizer to the ETF Gram (0 when the ETF is the minimizer, as
 Theorems 2 and 3 state for strictly convex psi; hollow triangles: psi not strictly convex, e.g. triplet,
-whose minimizer need not be unique). Bears on theory.md section 6 and Theorems 2 and 3.
+whose minimizer need not be unique). Bears on docs/theory.md, section 6 and Theorems 2 and 3.
 Reads ``<results>/theory/certificates.json`` (certificates of the verify stage plus extra cases).
 
-Run: ``python figures/fig_certificates.py --results DIR --out DIR``.
+Run: ``python -m ncgeom.figures.fig_certificates --results DIR --out DIR``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ncgeom.reproduce.plotting import figure_main, new_figure, save_figure, setting_color
-from ncgeom.reproduce.results import MissingResults, load_theory
+from ncgeom.figures.runs import MissingResults, load_theory
+from ncgeom.figures.style import figure_main, new_figure, save_figure, setting_color
+
+__all__ = ["NAME", "plot"]
 
 NAME = "fig_certificates"
 _MARKER = {"sphere": "o", "ball": "s"}
@@ -47,7 +49,7 @@ def plot(results: Path, out: Path) -> list[Path]:
     hi = max(max(r["closed_form"], r["primal_value"]) for r in rows)
     pad = 0.05 * (hi - lo + 1e-9)
     ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="#000000", lw=1, ls="--", label="optimum = closed form")
-    ax.set_xlabel("closed form at NC (theory.md section 5)")
+    ax.set_xlabel("closed form at NC (docs/theory.md, section 5)")
     ax.set_ylabel("convex program optimum (section 6)")
     ax.set_title(f"{len(rows)} certificates, {sum(r.get('status') == 'pass' for r in rows)} pass")
     ax.legend(loc="upper left")
@@ -73,7 +75,7 @@ def plot(results: Path, out: Path) -> list[Path]:
     ax.set_xticklabels([_short(r) for r in rows], rotation=60, ha="right", fontsize=6.5)
     ax.set_ylabel(f"error / gap / distance (floor {_FLOOR:g})")
     ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=2, fontsize=7.5)
-    fig.suptitle("Convex Gram-matrix certificates vs closed forms (theory.md section 6)", fontsize=10)
+    fig.suptitle("Convex Gram-matrix certificates vs closed forms (docs/theory.md, section 6)", fontsize=10)
     return save_figure(fig, out, NAME)
 
 

@@ -1,6 +1,6 @@
 """Generate docs/cli.md, the command-line reference, from the argparse parsers themselves.
 
-``python -m ncgeom.reproduce.clidoc > docs/cli.md`` rewrites the reference; a test checks that
+``python -m ncgeom.cli.reference > docs/cli.md`` rewrites the reference; a test checks that
 every subcommand and option of the installed parsers appears in it, so the page cannot drift from
 the code unnoticed. Each section is the parser's own ``--help`` text plus a few worked examples.
 """
@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 import os
 
+from ncgeom.cli.main import build_parser
+
 __all__ = ["cli_reference", "EXAMPLES"]
 
 EXAMPLES: dict[str, list[tuple[str, str]]] = {
     "nc-value": [
         ("ncgeom nc-value --setting ucl --loss infonce --classes 4 --negatives 2 --tau 0.5",
-         "UCL minimum at C = 4, k = 2, tau = 0.5: 0.4145938 (theory.md section 6 anchor)"),
+         "UCL minimum at C = 4, k = 2, tau = 0.5 (docs/theory.md, section 6)"),
         ("ncgeom nc-value --setting hucl --loss infonce --classes 10 --negatives 16 --beta 5 --json",
          "HUCL loss at NC with the tilted collision probability pi_beta, as JSON"),
     ],
@@ -31,8 +33,10 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("ncgeom train --config my_run.toml --seed 3 --out runs/mine", "config from a file, a flag overriding it"),
     ],
     "sweep": [
-        ("ncgeom sweep experiments/claim1_scl_hscl_nc.toml --scale quick --out runs/claim1 --workers 2",
-         "a claim's sweep; rerun the same command to resume"),
+        ("ncgeom sweep --list", "the specs shipped with ncgeom, one per claim of docs/theory.md, section 9"),
+        ("ncgeom sweep claim1_scl_hscl_nc --scale quick --out runs/claim1 --workers 2",
+         "a claim's shipped sweep and its verdicts; rerun the same command to resume"),
+        ("ncgeom sweep my_grid.toml --out runs/mine --scheduler tcp://host:8786", "your own spec (docs/experiments.md) on a Dask cluster"),
     ],
     "bench": [
         ("ncgeom bench --batch-sizes 256 1024 --methods floor dense blocked pml --out bench.json",
@@ -47,7 +51,7 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
 
 _INTRO = """# Command-line reference
 
-Generated from the argparse parsers by `python -m ncgeom.reproduce.clidoc > docs/cli.md`; a test
+Generated from the argparse parsers by `python -m ncgeom.cli.reference > docs/cli.md`; a test
 checks that every subcommand and option appears here. Conventions shared by every subcommand:
 
 - exit code 0 on success; 1 when the command ran but something it checks failed (a failed check of
@@ -63,8 +67,6 @@ checks that every subcommand and option appears here. Conventions shared by ever
 
 def cli_reference() -> str:
     """Markdown reference of ``ncgeom`` and every registered subcommand."""
-    from ncgeom.cli.main import build_parser
-
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"  # stable wrapping of the help texts
     try:

@@ -2,20 +2,24 @@
 
 Final distance to the simplex ETF, final within-class spread (log axes) and final NCC test accuracy
 vs batch size (log2 axis) for each trained setting (colour; beta in the legend), mean over seeds with
-the individual runs as dots. Bears on claim 8 of theory.md section 9 (NC is reached for batch sizes
+the individual runs as dots. Bears on claim 8 of docs/theory.md, section 9 (NC is reached for batch sizes
 64..512; batch 32 hinders it when C is large) and on the batch estimators of section 7. Reads the
 claim-8 sweep under ``<results>/sweeps/``.
 
-Run: ``python figures/fig_batch_size.py --results DIR --out DIR``.
+Run: ``python -m ncgeom.figures.fig_batch_size --results DIR --out DIR``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ncgeom.reproduce.panels import accuracy_kind, family_label, group_final, runs_for, set_auto_log
-from ncgeom.reproduce.plotting import color_cycle, figure_main, new_figure, save_figure
-from ncgeom.reproduce.results import MissingResults
+from matplotlib.ticker import ScalarFormatter
+
+from ncgeom.figures.panels import plot_final_groups, set_auto_log
+from ncgeom.figures.runs import MissingResults, accuracy_kind, family_label, group_final, runs_for
+from ncgeom.figures.style import color_cycle, figure_main, new_figure, save_figure
+
+__all__ = ["NAME", "plot"]
 
 NAME = "fig_batch_size"
 CLAIMS = ("8",)
@@ -24,21 +28,15 @@ _PANELS = (("etf_distance", "final distance to the simplex ETF"), ("within_class
 
 def plot(results: Path, out: Path) -> list[Path]:
     runs = runs_for(results, CLAIMS, init="random")
-    if len({r.get("batch_size") for r in runs}) < 2:
+    if len({r.config.batch_size for r in runs}) < 2:
         raise MissingResults(f"need runs with at least two batch sizes under {results}/sweeps (claims {', '.join(CLAIMS)})")
     fig, axes = new_figure(1, 3, width=11.5, height=3.4)
     for ax, (key, ylabel) in zip(axes[0], _PANELS):
-        groups = group_final(runs, "batch_size", key, family_label)
-        colors = dict(zip(sorted(groups), color_cycle(len(groups))))
-        values = []
-        for label in sorted(groups):
-            xs, ys, points = groups[label]
-            ax.plot(xs, ys, marker="o", ms=4, color=colors[label], label=label)
-            ax.scatter([p[0] for p in points], [p[1] for p in points], s=8, color=colors[label], alpha=0.5)
-            values += ys
+        groups = group_final(runs, lambda r: r.config.batch_size, key, family_label)
+        values = plot_final_groups(ax, groups, dict(zip(sorted(groups), color_cycle(len(groups)))))
         ax.set_xscale("log", base=2)
-        ax.set_xticks(sorted({float(r.get("batch_size")) for r in runs}))
-        ax.get_xaxis().set_major_formatter(__import__("matplotlib").ticker.ScalarFormatter())
+        ax.set_xticks(sorted({float(r.config.batch_size) for r in runs}))
+        ax.get_xaxis().set_major_formatter(ScalarFormatter())
         ax.set_xlabel("batch size B")
         ax.set_ylabel(ylabel)
         if key == "test_ncc_accuracy":
@@ -47,7 +45,7 @@ def plot(results: Path, out: Path) -> list[Path]:
         else:
             set_auto_log(ax, values)
     axes[0][0].legend(loc="best")
-    fig.suptitle(f"Batch size (Gaussian data, C = {runs[0].get('classes')}, {runs[0].get('epochs')} epochs)", fontsize=10)
+    fig.suptitle(f"Batch size (Gaussian data, C = {runs[0].config.classes}, {runs[0].config.epochs} epochs)", fontsize=10)
     return save_figure(fig, out, NAME)
 
 

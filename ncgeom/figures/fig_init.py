@@ -4,21 +4,23 @@ Top row: distance to the simplex ETF vs epoch; bottom row: smallest normalized c
 (a dimensional-collapse indicator: near 1 at NC with d = C-1, orders of magnitude below 1 under DC),
 log axis. Left column SCL/HSCL, right column UCL/HUCL; colour = beta, solid = near-NC initialization
 (a random-orientation ETF plus noise; claim-7 sweep), dashed = random initialization (the runs of the
-same setting and beta in the claim-6, else claim-1 or claim-3, sweeps). Bears on claim 7 of theory.md
+same setting and beta in the claim-6, else claim-1 or claim-3, sweeps). Bears on claim 7 of docs/theory.md,
 section 9 (from near-NC, SCL/HSCL stay at NC; HUCL with beta in {10, 30} drifts away with dimensional
 collapse), i.e. on NC as a minimizer (Theorem 2) and the HUCL open problem. Reads those sweeps under
 ``<results>/sweeps/``.
 
-Run: ``python figures/fig_init.py --results DIR --out DIR``.
+Run: ``python -m ncgeom.figures.fig_init --results DIR --out DIR``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ncgeom.reproduce.panels import family_label, run_beta, runs_for, set_auto_log, spectrum_floor_series
-from ncgeom.reproduce.plotting import beta_color, figure_main, new_figure, no_data, save_figure
-from ncgeom.reproduce.results import MissingResults
+from ncgeom.figures.panels import legend_entries, set_auto_log
+from ncgeom.figures.runs import MissingResults, family, family_label, run_beta, runs_for, spectrum_floor_series
+from ncgeom.figures.style import beta_color, figure_main, new_figure, no_data, save_figure
+
+__all__ = ["NAME", "plot"]
 
 NAME = "fig_init"
 CLAIMS = ("7",)
@@ -27,26 +29,26 @@ _LS = {"near_nc": "-", "random": "--"}
 
 
 def _label(run) -> str:
-    return f"{family_label(run)}, {'near-NC' if run.get('init') == 'near_nc' else 'random'} init"
+    return f"{family_label(run)}, {'near-NC' if run.config.init == 'near_nc' else 'random'} init"
 
 
 def _key(run):
-    return (family_label(run), run.get("norm"), run.get("model"))
+    return (family_label(run), run.config.norm, run.config.model)
 
 
 def plot(results: Path, out: Path) -> list[Path]:
     runs = runs_for(results, CLAIMS, init=("near_nc", "random"))
-    if not any(r.get("init") == "near_nc" for r in runs):
+    if not any(r.config.init == "near_nc" for r in runs):
         raise MissingResults(f"no near-NC-initialized run under {results}/sweeps (claims {', '.join(CLAIMS)})")
-    have = {_key(r) for r in runs if r.get("init") == "random"}
-    wanted = {_key(r) for r in runs if r.get("init") == "near_nc"} - have
+    have = {_key(r) for r in runs if r.config.init == "random"}
+    wanted = {_key(r) for r in runs if r.config.init == "near_nc"} - have
     for claims in RANDOM_INIT_CLAIMS:  # random-init runs of the same setting and beta from other sweeps
         extra = [r for r in runs_for(results, claims, init="random") if _key(r) in wanted]
         runs += extra
         wanted -= {_key(r) for r in extra}
     fig, axes = new_figure(2, 2, width=12.0, height=6.0)
-    for col, (family, title) in enumerate(((("scl", "hscl"), "SCL / HSCL"), (("ucl", "hucl"), "UCL / HUCL"))):
-        group = sorted([r for r in runs if r.get("setting") in family], key=lambda r: (run_beta(r), str(r.get("init"))))
+    for col, title in enumerate(("SCL / HSCL", "UCL / HUCL")):
+        group = sorted([r for r in runs if family(r) == title], key=lambda r: (run_beta(r), str(r.config.init)))
         if not group:
             no_data(axes[0][col], f"no {title} run")
             no_data(axes[1][col], f"no {title} run")
@@ -54,27 +56,22 @@ def plot(results: Path, out: Path) -> list[Path]:
         values = []
         for run in group:
             epochs, vals = run.series("etf_distance")
-            axes[0][col].plot(epochs, vals, color=beta_color(run_beta(run)), ls=_LS.get(run.get("init"), ":"), label=_label(run))
+            axes[0][col].plot(epochs, vals, color=beta_color(run_beta(run)), ls=_LS.get(run.config.init, ":"), label=_label(run))
             values += vals
         set_auto_log(axes[0][col], values)
         axes[0][col].set_ylabel("distance to the simplex ETF")
         axes[0][col].set_title(f"{title}: distance to ETF")
         for run in group:
             epochs, vals = spectrum_floor_series(run)
-            axes[1][col].plot(epochs, vals, color=beta_color(run_beta(run)), ls=_LS.get(run.get("init"), ":"), label=_label(run))
+            axes[1][col].plot(epochs, vals, color=beta_color(run_beta(run)), ls=_LS.get(run.config.init, ":"), label=_label(run))
         axes[1][col].set_yscale("log")
         axes[1][col].set_ylabel("smallest / largest class-mean eigenvalue")
         axes[1][col].set_title(f"{title}: dimensional-collapse indicator")
         for row in (0, 1):
             axes[row][col].set_xlabel("epoch")
-    handles, labels = [], []
-    for ax in axes[0]:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
+    handles, labels = legend_entries(axes[0])
     fig.legend(handles, labels, loc="outside right center", fontsize=7.5)
-    fig.suptitle(f"Near-NC (solid) vs random (dashed) initialization, Gaussian data, C = {runs[0].get('classes')}", fontsize=10)
+    fig.suptitle(f"Near-NC (solid) vs random (dashed) initialization, Gaussian data, C = {runs[0].config.classes}", fontsize=10)
     return save_figure(fig, out, NAME)
 
 

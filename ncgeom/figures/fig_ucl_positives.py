@@ -4,20 +4,22 @@ Panels: distance to the simplex ETF, within-class spread and NCC accuracy (test 
 model has one) vs epoch, and the final
 sorted class-mean spectrum (log axis), for UCL (and HUCL if swept) trained with positives drawn from
 the anchor's class (conditionally independent given the class, blue) or made as x+ = x + sigma_p eps
-(orange shades, one per sigma_p); line style distinguishes UCL from HUCL runs. Bears on claim 2 of theory.md section 9 (UCL reaches NC only with label-based positives) and
-on the conditional-independence hypothesis of Theorem 3 (theory.md section 4). Reads the claim-2 sweep
+(orange shades, one per sigma_p); line style distinguishes UCL from HUCL runs. Bears on claim 2 of docs/theory.md, section 9 (UCL reaches NC only with label-based positives) and
+on the conditional-independence hypothesis of Theorem 3 (docs/theory.md, section 4). Reads the claim-2 sweep
 under ``<results>/sweeps/``.
 
-Run: ``python figures/fig_ucl_positives.py --results DIR --out DIR``.
+Run: ``python -m ncgeom.figures.fig_ucl_positives --results DIR --out DIR``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ncgeom.reproduce.panels import accuracy_kind, accuracy_series, family_label, plot_spectrum, runs_for, set_auto_log
-from ncgeom.reproduce.plotting import figure_main, new_figure, save_figure
-from ncgeom.reproduce.results import MissingResults
+from ncgeom.figures.panels import legend_entries, plot_spectrum, set_auto_log
+from ncgeom.figures.runs import MissingResults, accuracy_kind, accuracy_series, family_label, runs_for
+from ncgeom.figures.style import figure_main, new_figure, save_figure
+
+__all__ = ["NAME", "plot"]
 
 NAME = "fig_ucl_positives"
 CLAIMS = ("2",)
@@ -25,23 +27,23 @@ CLAIMS = ("2",)
 
 def plot(results: Path, out: Path) -> list[Path]:
     runs = runs_for(results, CLAIMS, setting=("ucl", "hucl"), positives=("label", "noise"))
-    if not {r.get("positives") for r in runs} >= {"label", "noise"}:
+    if not {r.config.positives for r in runs} >= {"label", "noise"}:
         raise MissingResults(f"need UCL runs with both label and noise positives under {results}/sweeps (claims {', '.join(CLAIMS)})")
     families = sorted({family_label(r) for r in runs})
     styles = dict(zip(families, ("-", "--", ":", "-.") * 4))
-    noise_levels = sorted({float(r.get("noise_scale") or 0.0) for r in runs if r.get("positives") == "noise"})
+    noise_levels = sorted({float(r.config.noise_scale or 0.0) for r in runs if r.config.positives == "noise"})
     noise_colors = dict(zip(noise_levels, ("#D55E00", "#E69F00", "#CC79A7", "#F0E442", "#56B4E9")))
 
     def color(run):
-        return "#0072B2" if run.get("positives") == "label" else noise_colors.get(float(run.get("noise_scale") or 0.0), "#000000")
+        return "#0072B2" if run.config.positives == "label" else noise_colors.get(float(run.config.noise_scale or 0.0), "#000000")
 
     def style(run):
         return styles[family_label(run)]
 
     def label(run):
-        if run.get("positives") == "label":
+        if run.config.positives == "label":
             return f"{family_label(run)}, label positives"
-        return f"{family_label(run)}, noise positives σ_p={float(run.get('noise_scale') or 0.0):g}"
+        return f"{family_label(run)}, noise positives σ_p={float(run.config.noise_scale or 0.0):g}"
 
     fig, axes = new_figure(1, 4, width=13.0, height=3.3)
     for ax, key, ylabel in ((axes[0][0], "etf_distance", "distance to the simplex ETF"), (axes[0][1], "within_class", r"within class: mean $\|z_i-\mu_c\|$")):
@@ -64,13 +66,9 @@ def plot(results: Path, out: Path) -> list[Path]:
     ax.set_title("NCC accuracy")
     plot_spectrum(axes[0][3], runs, color_of=color, label_of=label, linestyle_of=style)
     axes[0][3].set_title("final class-mean spectrum")
-    handles, labels = [], []
-    for h, lab in zip(*axes[0][0].get_legend_handles_labels()):
-        if lab not in labels:
-            handles.append(h)
-            labels.append(lab)
+    handles, labels = legend_entries(axes[0][:1])
     fig.legend(handles, labels, loc="outside lower center", ncols=min(4, len(labels)))
-    fig.suptitle(f"UCL: label-based vs Gaussian-noise positives (C = {runs[0].get('classes')}, model = {runs[0].get('model')})", fontsize=10)
+    fig.suptitle(f"UCL: label-based vs Gaussian-noise positives (C = {runs[0].config.classes}, model = {runs[0].config.model})", fontsize=10)
     return save_figure(fig, out, NAME)
 
 

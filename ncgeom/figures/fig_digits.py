@@ -3,27 +3,25 @@
 The digits data (8x8 images, 10 classes; the only real data set shipped offline) trained with SCL/HSCL
 and UCL/HUCL (label positives) for beta in {0, 2, 5, 10, 30}: final nearest-class-mean test accuracy
 (left) and final distance to the simplex ETF (right) vs beta, mean over seeds with individual runs as
-dots (beta = 0 is SCL / UCL). Bears on claim 5 of theory.md section 9 (moderate hardness, beta = 5 or
+dots (beta = 0 is SCL / UCL). Bears on claim 5 of docs/theory.md, section 9 (moderate hardness, beta = 5 or
 10, improves NCC accuracy by over 40 points in the DC-prone setup: ball, tau = 1, d = C-1). Reads
 the claim-5 sweep under ``<results>/sweeps/``.
 
-Run: ``python figures/fig_digits.py --results DIR --out DIR``.
+Run: ``python -m ncgeom.figures.fig_digits --results DIR --out DIR``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ncgeom.reproduce.panels import accuracy_kind, beta_axis, group_final, run_beta, runs_for, set_auto_log
-from ncgeom.reproduce.plotting import figure_main, new_figure, save_figure, setting_color
-from ncgeom.reproduce.results import MissingResults
+from ncgeom.figures.panels import beta_axis, plot_final_groups, set_auto_log
+from ncgeom.figures.runs import MissingResults, accuracy_kind, family, group_final, run_beta, runs_for
+from ncgeom.figures.style import figure_main, new_figure, save_figure, setting_color
+
+__all__ = ["NAME", "plot"]
 
 NAME = "fig_digits"
 CLAIMS = ("5",)
-
-
-def _family(run) -> str:
-    return "SCL / HSCL" if run.get("setting") in ("scl", "hscl") else "UCL / HUCL"
 
 
 def plot(results: Path, out: Path) -> list[Path]:
@@ -33,13 +31,7 @@ def plot(results: Path, out: Path) -> list[Path]:
     fig, axes = new_figure(1, 2, width=9.0, height=3.4)
     colors = {"SCL / HSCL": setting_color("hscl"), "UCL / HUCL": setting_color("hucl")}
     for ax, key, ylabel in ((axes[0][0], "test_ncc_accuracy", "final NCC test accuracy"), (axes[0][1], "etf_distance", "final distance to the simplex ETF")):
-        groups = group_final(runs, run_beta, key, _family)
-        values = []
-        for label in sorted(groups):
-            xs, ys, points = groups[label]
-            ax.plot(xs, ys, marker="o", ms=4, color=colors.get(label), label=label)
-            ax.scatter([p[0] for p in points], [p[1] for p in points], s=8, color=colors.get(label), alpha=0.5)
-            values += ys
+        values = plot_final_groups(ax, group_final(runs, run_beta, key, family), colors)
         beta_axis(ax, [run_beta(r) for r in runs], label=r"hardness $\beta$ (0 = SCL / UCL)")
         ax.set_ylabel(ylabel)
         if key == "test_ncc_accuracy":
@@ -49,7 +41,7 @@ def plot(results: Path, out: Path) -> list[Path]:
             set_auto_log(ax, values)
         ax.legend(loc="best")
     r0 = runs[0]
-    fig.suptitle(f"Digits (real data): norm = {r0.get('norm')}, tau = {r0.get('tau')}, d = {r0.get('dim') or 'C-1'}, model = {r0.get('model')}", fontsize=10)
+    fig.suptitle(f"Digits (real data): norm = {r0.config.norm}, tau = {r0.config.tau}, d = {r0.config.dim or 'C-1'}, model = {r0.config.model}", fontsize=10)
     return save_figure(fig, out, NAME)
 
 

@@ -1,28 +1,27 @@
-"""The figure registry: every figure of the reproduction, its script, caption and what it bears on.
+"""The figure registry: every figure of the reproduction, its module, caption and what it bears on.
 
-Each entry names a script ``figures/<name>.py`` exposing ``plot(results: Path, out: Path) ->
-list[Path]`` (and a ``__main__`` taking ``--results DIR --out DIR``); the pipeline runs them in
-process after the data stages and the report shows each PNG with its caption. ``claims`` are the
-claim numbers of theory.md section 9; ``statements`` the theory.md statements the figure shows.
+Each entry names a module ``ncgeom.figures.<name>`` exposing ``plot(results: Path, out: Path) ->
+list[Path]`` (and a ``__main__`` taking ``--results DIR --out DIR``); the pipeline renders them after
+the data stages and the report shows each PNG with its caption. ``claims`` are the claim numbers of
+docs/theory.md, section 9; ``statements`` the docs/theory.md statements the figure shows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-__all__ = ["FigureSpec", "FIGURES", "figure_names", "figures_dir", "get_figure"]
+__all__ = ["FigureSpec", "FIGURES", "figure_names", "get_figure"]
 
 
 @dataclass(frozen=True)
 class FigureSpec:
     """One registered figure.
 
-    name : str               file stem of the script and of the images (``fig_scl_panels``)
+    name : str               module name (``ncgeom.figures.<name>``) and file stem of the images
     title : str              short title used in the report
     caption : str            what the figure shows and how to read it
-    claims : tuple[str, ...] claim numbers of theory.md section 9 ("1".."8")
-    statements : tuple       theory.md statements shown (e.g. "Theorem 1", "section 5")
+    claims : tuple[str, ...] claim numbers of docs/theory.md, section 9 ("1".."8")
+    statements : tuple       docs/theory.md statements shown (e.g. "Theorem 1", "section 5")
     data : tuple             the pipeline stages whose outputs the figure reads
     """
 
@@ -40,7 +39,7 @@ FIGURES: tuple[FigureSpec, ...] = (
         "SCL / HSCL training dynamics",
         "Supervised contrastive learning on the Gaussian data (claim-1 sweep, sphere), one curve per beta "
         "(beta = 0 is SCL). (a) sorted class-mean covariance spectrum, normalized by its largest value, log "
-        "axis, at the last epoch (flat = no dimensional collapse); (b)-(e) the NC conditions of theory.md "
+        "axis, at the last epoch (flat = no dimensional collapse); (b)-(e) the NC conditions of docs/theory.md, "
         "section 8 (unit_norm, zero_sum, equal_inner_product, within_class; 0 at neural collapse, log axis) "
         "vs epoch; (f) nearest-class-mean accuracy vs epoch (test set when the encoder has one, else "
         "training set). Claim 1 expects every curve of (b)-(e) to fall towards 0 whatever beta.",
@@ -96,7 +95,7 @@ FIGURES: tuple[FigureSpec, ...] = (
         "exploration of the HUCL population minimum over collapsed configurations (minimum "
         "found vs the loss at NC, and the minimizer's distance to the ETF) vs beta, with the critical beta "
         "above which NC is no longer a local minimizer (dotted). Claim 3 expects the "
-        "deviation from the ETF to grow with beta; theory.md lists NC-optimality of HUCL as open.",
+        "deviation from the ETF to grow with beta; docs/theory.md lists NC-optimality of HUCL as open.",
         claims=("3",),
         statements=("HUCL open problem", "Theorem 1"),
         data=("sweeps", "theory"),
@@ -104,7 +103,7 @@ FIGURES: tuple[FigureSpec, ...] = (
     FigureSpec(
         "fig_nc_values",
         "Loss at neural collapse vs beta",
-        "Closed-form population loss at NC (theory.md section 5) for SCL, HSCL, UCL and HUCL vs beta, "
+        "Closed-form population loss at NC (docs/theory.md, section 5) for SCL, HSCL, UCL and HUCL vs beta, "
         "for each number of negatives k, with the collision probability pi_beta of HUCL at NC (right). "
         "SCL, HSCL and UCL do not depend on beta; HUCL rises with pi_beta, so Theorem 1's bound "
         "L_HUCL >= L_UCL(NC) is not tight at NC.",
@@ -123,7 +122,7 @@ FIGURES: tuple[FigureSpec, ...] = (
     FigureSpec(
         "fig_certificates",
         "Convex certificates vs closed form",
-        "Optimum of the convex Gram-matrix relaxation (theory.md section 6, cvxpy) against the closed-form "
+        "Optimum of the convex Gram-matrix relaxation (docs/theory.md, section 6, cvxpy) against the closed-form "
         "value at NC (section 5), one point per (setting, C, k) case; points must lie on the diagonal. "
         "Right: |optimum - closed form|, duality gap and distance of the optimizer to the ETF Gram (log "
         "axis; hollow: psi not strictly convex, e.g. triplet, so the minimizer need not be the ETF).",
@@ -172,8 +171,3 @@ def get_figure(name: str) -> FigureSpec:
         if spec.name == name:
             return spec
     raise ValueError(f"figure must be one of {', '.join(figure_names())}, got {name!r}")
-
-
-def figures_dir() -> Path:
-    """The repository's ``figures/`` folder (next to the ``ncgeom`` package in a source checkout)."""
-    return Path(__file__).resolve().parents[2] / "figures"

@@ -2,15 +2,15 @@
 
 Top row: final sorted class-mean spectrum, normalized by its largest value, on one shared log scale,
 one panel per normalization, one curve per trained setting and encoder (colour; solid beta = 0, dashed
-hard negatives); a tail orders of magnitude below 1 is dimensional collapse (theory.md section 8,
+hard negatives); a tail orders of magnitude below 1 is dimensional collapse (docs/theory.md, section 8,
 spectrum). Rows 2-4, vs epoch: distance to the simplex ETF, NC1 = tr(Sigma_W pinv(Sigma_B))/C (log
 axis) and RankMe (effective rank; at most C-1 = d here, low under dimensional collapse). The claim-4
 sweep compares none with sphere; when it has no ball run, the ball runs of the claim-1 sweep with the
-same encoder fill the middle column. Bears on claim 4 of theory.md section 9 (without normalization
+same encoder fill the middle column. Bears on claim 4 of docs/theory.md, section 9 (without normalization
 Adam ends in dimensional collapse, with or without hard negatives) and on the ball/sphere hypothesis
 of Theorems 2 and 3. Reads the claim-4 (and claim-1) sweeps under ``<results>/sweeps/``.
 
-Run: ``python figures/fig_normalization.py --results DIR --out DIR``.
+Run: ``python -m ncgeom.figures.fig_normalization --results DIR --out DIR``.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ncgeom.reproduce.panels import family_label, plot_spectrum, run_beta, runs_for, set_auto_log
-from ncgeom.reproduce.plotting import figure_main, new_figure, no_data, save_figure
-from ncgeom.reproduce.results import MissingResults
+from ncgeom.figures.panels import legend_entries, plot_spectrum, set_auto_log
+from ncgeom.figures.runs import MissingResults, family_label, run_beta, runs_for
+from ncgeom.figures.style import figure_main, new_figure, no_data, save_figure
+
+__all__ = ["NAME", "plot"]
 
 NAME = "fig_normalization"
 CLAIMS = ("4",)
@@ -33,25 +35,25 @@ def _style(run):
 
 def _color(run):
     palette = {("unconstrained", 0): "#0072B2", ("unconstrained", 1): "#009E73", ("mlp", 0): "#E69F00", ("mlp", 1): "#D55E00"}
-    return palette.get((str(run.get("model")), int(run_beta(run) > 0)), "#CC79A7")
+    return palette.get((str(run.config.model), int(run_beta(run) > 0)), "#CC79A7")
 
 
 def _label(run):
-    return f"{family_label(run)}, {run.get('model')}"
+    return f"{family_label(run)}, {run.config.model}"
 
 
 def plot(results: Path, out: Path) -> list[Path]:
     runs = runs_for(results, CLAIMS, init="random", positives="label")
-    if not {r.get("norm") for r in runs} & {"none"}:
+    if not {r.config.norm for r in runs} & {"none"}:
         raise MissingResults(f"no run without normalization under {results}/sweeps (claims {', '.join(CLAIMS)})")
-    if not any(r.get("norm") == "ball" for r in runs):
+    if not any(r.config.norm == "ball" for r in runs):
         # the claim-4 sweep compares none with sphere; the ball runs of claim 1 (same model) fill the middle column
-        models = {r.get("model") for r in runs}
-        runs += [r for r in runs_for(results, ("1",), norm="ball", init="random") if r.get("model") in models and run_beta(r) in {run_beta(x) for x in runs}]
+        models = {r.config.model for r in runs}
+        runs += [r for r in runs_for(results, ("1",), norm="ball", init="random") if r.config.model in models and run_beta(r) in {run_beta(x) for x in runs}]
     rows = (("etf_distance", "distance to the simplex ETF", False), ("nc1", r"NC1: tr$(\Sigma_W\Sigma_B^+)/C$", True), ("rankme", "RankMe (effective rank)", False))
     fig, axes = new_figure(1 + len(rows), 3, width=11.0, height=10.5)
     for col, norm in enumerate(NORMS):
-        group = sorted([r for r in runs if r.get("norm") == norm], key=lambda r: (str(r.get("model")), run_beta(r)))
+        group = sorted([r for r in runs if r.config.norm == norm], key=lambda r: (str(r.config.model), run_beta(r)))
         ax_s = axes[0][col]
         if not group:
             for row in range(1 + len(rows)):
@@ -77,15 +79,10 @@ def plot(results: Path, out: Path) -> list[Path]:
         for ax in axes[0]:
             if ax.get_lines():
                 ax.set_ylim(bottom, 1.6)
-    handles, labels = [], []
-    for a in axes.ravel():
-        for h, lab in zip(*a.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
+    handles, labels = legend_entries(axes.ravel())
     fig.legend(handles, labels, loc="outside right center", title="setting, encoder")
-    c = runs[0].get("classes")
-    fig.suptitle(f"Feature normalization vs dimensional collapse (Gaussian data, C = {c}, d = {runs[0].get('dim') or 'C-1'})", fontsize=10)
+    c = runs[0].config.classes
+    fig.suptitle(f"Feature normalization vs dimensional collapse (Gaussian data, C = {c}, d = {runs[0].config.dim or 'C-1'})", fontsize=10)
     return save_figure(fig, out, NAME)
 
 

@@ -1,13 +1,13 @@
-"""Harris gap L_H - L over random representations (theory.md Theorem 1).
+"""Harris gap L_H - L over random representations (docs/theory.md, Theorem 1).
 
 For random finite latent models (points uniform on the sphere, random within-class weights), the
 exact population losses give L_HSCL(beta) - L_SCL (left) and L_HUCL(beta) - L_UCL (right) as functions
 of beta: one thin line per model, the median in bold. Theorem 1 (Harris' inequality) says every gap is
 >= 0 for any representation, and it is 0 at beta = 0; the dashed line marks 0. The text box gives the
-smallest gap found and the rounding tolerance. Bears on: theory.md Theorem 1.
+smallest gap found and the rounding tolerance. Bears on: docs/theory.md, Theorem 1.
 Reads ``<results>/theory/harris_gap.json``.
 
-Run: ``python figures/fig_harris_gap.py --results DIR --out DIR``.
+Run: ``python -m ncgeom.figures.fig_harris_gap --results DIR --out DIR``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ncgeom.reproduce.plotting import figure_main, new_figure, save_figure, setting_color
-from ncgeom.reproduce.results import load_theory
+from ncgeom.figures.runs import load_theory
+from ncgeom.figures.style import figure_main, new_figure, save_figure, setting_color
+
+__all__ = ["NAME", "plot"]
 
 NAME = "fig_harris_gap"
 

@@ -1,27 +1,30 @@
 """HUCL: distance to the simplex ETF vs beta, in training and in the proofs_check exploration.
 
-Left: final distance to the simplex ETF (theory.md section 8, etf_distance) of the trained UCL/HUCL runs
+Left: final distance to the simplex ETF (docs/theory.md, section 8, etf_distance) of the trained UCL/HUCL runs
 vs beta (beta = 0 is UCL; claim-3 sweep), with the SCL/HSCL runs of the claim-1 sweep (same encoder and
 normalization) for reference; mean per beta, runs as dots. Middle: the
 proofs_check exploration of the HUCL population minimum over collapsed configurations (multi-start
 L-BFGS): the minimum found, the loss at NC (closed form, section 5) and the Harris bound L_UCL(NC)
 (Theorem 1) vs beta. Right: the Frobenius distance ||M* - G_ETF|| of the minimizer's class Gram to the
 ETF Gram; the dotted line is the critical beta above which NC is no longer a local minimizer of the
-HUCL loss (proofs_check.hucl.critical_beta). Bears on claim 3 of theory.md section 9 (HUCL does not reach NC; the deviation grows with
+HUCL loss (proofs_check.hucl.critical_beta). Bears on claim 3 of docs/theory.md, section 9 (HUCL does not reach NC; the deviation grows with
 beta) and the HUCL open problem of section 4. Reads the claim-3 and claim-1 sweeps under
 ``<results>/sweeps/`` and
 ``<results>/theory/hucl_exploration.json``.
 
-Run: ``python figures/fig_hucl_etf.py --results DIR --out DIR``.
+Run: ``python -m ncgeom.figures.fig_hucl_etf --results DIR --out DIR``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ncgeom.reproduce.panels import beta_axis, group_final, run_beta, runs_for, set_auto_log
-from ncgeom.reproduce.plotting import figure_main, new_figure, no_data, save_figure, setting_color
-from ncgeom.reproduce.results import MissingResults, load_theory
+from ncgeom.figures.panels import beta_axis, plot_final_groups, set_auto_log
+from ncgeom.figures.runs import MissingResults, group_final, load_theory, run_beta, runs_for
+from ncgeom.figures.style import figure_main, new_figure, no_data, save_figure, setting_color
+from ncgeom.vocabulary import is_supervised
+
+__all__ = ["NAME", "plot"]
 
 NAME = "fig_hucl_etf"
 CLAIMS = ("3",)
@@ -29,13 +32,13 @@ REFERENCE_CLAIMS = ("1",)
 
 
 def _family(run) -> str:
-    return "UCL / HUCL" if run.get("setting") in ("ucl", "hucl") else "SCL / HSCL (reference)"
+    return "SCL / HSCL (reference)" if is_supervised(run.config.setting) else "UCL / HUCL"
 
 
 def plot(results: Path, out: Path) -> list[Path]:
     runs = runs_for(results, CLAIMS, setting=("ucl", "hucl"), init="random", positives="label")
     if runs:  # supervised reference: same encoder and normalization, from the claim-1 sweep
-        norm, model = runs[0].get("norm"), runs[0].get("model")
+        norm, model = runs[0].config.norm, runs[0].config.model
         runs += runs_for(results, REFERENCE_CLAIMS, setting=("scl", "hscl"), init="random", norm=norm, model=model)
     try:
         exploration = load_theory(results, "hucl_exploration")["explorations"]
@@ -48,12 +51,7 @@ def plot(results: Path, out: Path) -> list[Path]:
     if runs:
         groups = group_final(runs, run_beta, "etf_distance", _family)
         colors = {"UCL / HUCL": setting_color("hucl"), "SCL / HSCL (reference)": setting_color("hscl")}
-        values = []
-        for label in sorted(groups, key=lambda g: g.startswith("SCL")):
-            xs, ys, points = groups[label]
-            ax.plot(xs, ys, marker="o", ms=4, color=colors[label], label=label, ls="-" if label.startswith("UCL") else "--")
-            ax.scatter([p[0] for p in points], [p[1] for p in points], s=8, color=colors[label], alpha=0.5)
-            values += ys
+        values = plot_final_groups(ax, groups, colors, linestyle=lambda label: "-" if label.startswith("UCL") else "--")
         beta_axis(ax, [run_beta(r) for r in runs], label=r"hardness $\beta$ (0 = UCL / SCL)")
         set_auto_log(ax, values)
         ax.set_ylabel("final distance to the simplex ETF")
@@ -89,7 +87,7 @@ def plot(results: Path, out: Path) -> list[Path]:
     else:
         no_data(ax_v, "no HUCL exploration (theory stage)")
         no_data(ax_d, "no HUCL exploration (theory stage)")
-    fig.suptitle("HUCL: deviation from the simplex ETF as beta grows (claim 3; open problem of theory.md section 4)", fontsize=10)
+    fig.suptitle("HUCL: deviation from the simplex ETF as beta grows (claim 3; open problem of docs/theory.md, section 4)", fontsize=10)
     return save_figure(fig, out, NAME)
 
 

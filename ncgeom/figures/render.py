@@ -1,0 +1,62 @@
+"""Render the registered figures from saved results: each figure module's ``plot(results, out)``.
+
+A figure module reads only saved results; when the results it needs are absent it raises
+:class:`ncgeom.figures.runs.MissingResults` and the figure is reported as ``"no data"`` (not as a failure
+of the pipeline). Any other exception marks that figure ``"failed"``; the others still render.
+"""
+
+from __future__ import annotations
+
+import importlib
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+from ncgeom.atomic_io import atomic_write_json
+from ncgeom.figures.registry import FIGURES, get_figure
+from ncgeom.figures.runs import MissingResults
+
+__all__ = ["figure_module", "render_figure", "render_all"]
+
+
+def figure_module(name: str) -> ModuleType:
+    """The module ``ncgeom.figures.<name>`` of a registered figure (imports matplotlib)."""
+    return importlib.import_module(f"ncgeom.figures.{get_figure(name).name}")
+
+
+def render_figure(name: str, results: Path, out: Path, *, formats: tuple[str, ...] = ("png", "pdf")) -> dict:
+    """Render one figure; return ``{"status": "done"|"no data"|"failed", "files": [...], "error": ...}``."""
+    module = figure_module(name)
+    from ncgeom.figures.style import image_formats  # matplotlib: imported with the first figure
+
+    try:
+        with image_formats(formats):
+            files = module.plot(Path(results), Path(out))
+    except MissingResults as exc:
+        return {"status": "no data", "files": [], "error": " ".join(str(exc).split())}
+    except Exception as exc:
+        return {
+            "status": "failed",
+            "files": [],
+            "error": f"{exc.__class__.__name__}: {' '.join(str(exc).split())}"[:400],
+            "traceback": traceback.format_exc()[-3000:],
+        }
+    return {"status": "done", "files": [Path(f).name for f in files], "error": ""}
+
+
+def render_all(results: Path, out: Path, *, formats: tuple[str, ...] = ("png", "pdf"),
+               log: Callable[[str], None] = print) -> dict:
+    """Render every registered figure; write ``<out>/status.json``; return the stage summary."""
+    status = {}
+    for spec in FIGURES:
+        status[spec.name] = render_figure(spec.name, results, out, formats=formats)
+        error = status[spec.name]["error"]
+        log(f"  {spec.name}: {status[spec.name]['status']}" + (f" ({error})" if error else ""))
+    atomic_write_json(Path(out) / "status.json", status)
+    failed = [f"{name}: {s['error']}" for name, s in status.items() if s["status"] == "failed"]
+    summary: dict = {"rendered": sum(s["status"] == "done" for s in status.values()),
+                     "no_data": [n for n, s in status.items() if s["status"] == "no data"]}
+    if failed:
+        summary["failed"] = failed
+    return summary
