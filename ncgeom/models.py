@@ -32,6 +32,9 @@ __all__ = [
     "build_model",
 ]
 
+_Init = Literal["random", "near_nc"]
+_INITS: tuple[_Init, ...] = ("random", "near_nc")
+
 
 class Normalize(nn.Module):
     """Feature normalization as a layer: ``none``, ``ball`` or ``sphere`` (theory.md section 1)."""
@@ -152,12 +155,12 @@ class MLPEncoder(nn.Module):
 
 def build_model(kind: ModelKind, *, dim: int, norm: Normalization = "sphere", num_samples: int | None = None,
                 input_dim: int | None = None, labels=None, hidden_dim: int = 128, depth: int = 2,
-                init: Literal["random", "near_nc"] = "random", init_scale: float = 1.0, init_noise: float = 0.1,
+                init: _Init = "random", init_scale: float = 1.0, init_noise: float = 0.1,
                 generator: torch.Generator, rng: np.random.Generator | None = None,
                 dtype=torch.float32) -> nn.Module:
     """Build an encoder by name. ``init='near_nc'`` (unconstrained only) needs ``labels`` and ``rng``."""
     kind = require_choice("model", kind, MODEL_KINDS)
-    init = require_choice("init", init, ("random", "near_nc"))
+    init = require_choice("init", init, _INITS)
     if init == "near_nc" and kind != "unconstrained":
         raise ValueError("init='near_nc' is defined for model='unconstrained' only")
     if kind == "unconstrained":
@@ -165,7 +168,9 @@ def build_model(kind: ModelKind, *, dim: int, norm: Normalization = "sphere", nu
             if labels is None or not isinstance(rng, np.random.Generator):
                 raise ValueError("init='near_nc' needs labels and rng (numpy.random.Generator)")
             return UnconstrainedFeatures.near_nc(labels, dim, noise=init_noise, norm=norm, rng=rng, dtype=dtype)
-        return UnconstrainedFeatures.random(num_samples, dim, scale=init_scale, norm=norm, generator=generator, dtype=dtype)
+        n = require_int("num_samples", num_samples, min_value=1)  # None (the default) is rejected here
+        return UnconstrainedFeatures.random(n, dim, scale=init_scale, norm=norm, generator=generator, dtype=dtype)
+    din = require_int("input_dim", input_dim, min_value=1)  # None (the default) is rejected here
     if kind == "linear":
-        return LinearEncoder(input_dim, dim, norm=norm, generator=generator, dtype=dtype)
-    return MLPEncoder(input_dim, dim, hidden_dim=hidden_dim, depth=depth, norm=norm, generator=generator, dtype=dtype)
+        return LinearEncoder(din, dim, norm=norm, generator=generator, dtype=dtype)
+    return MLPEncoder(din, dim, hidden_dim=hidden_dim, depth=depth, norm=norm, generator=generator, dtype=dtype)

@@ -27,7 +27,7 @@ from ncgeom.losses.eta import Eta, custom_eta, exponential_tilt
 from ncgeom.losses.psi import Psi, make_psi
 from ncgeom.population.model import FiniteLatentModel
 from ncgeom.validate import require_choice
-from ncgeom.vocabulary import DOMAINS, PSI_NAMES, Domain
+from ncgeom.vocabulary import DOMAINS, PSI_NAMES, Domain, PsiName
 
 __all__ = [
     "EtfConfig",
@@ -70,7 +70,7 @@ class NoisyCollapse(NamedTuple):
 class PsiParams(NamedTuple):
     """A built-in psi name with admissible parameters (tau > 0, margin, k >= 1)."""
 
-    name: str
+    name: PsiName
     tau: float
     margin: float
     num_negatives: int
@@ -138,7 +138,7 @@ def _finite_latent_models(draw, *, max_classes, max_points, max_dim, normalizati
     return FiniteLatentModel(pts, ws, prior)
 
 
-def psi_params(*, names: tuple[str, ...] = PSI_NAMES, max_negatives: int = 4, min_tau: float = 0.1, max_tau: float = 2.0) -> st.SearchStrategy[PsiParams]:
+def psi_params(*, names: tuple[PsiName, ...] = PSI_NAMES, max_negatives: int = 4, min_tau: float = 0.1, max_tau: float = 2.0) -> st.SearchStrategy[PsiParams]:
     """Built-in psi with tau in [min_tau, max_tau], margin in [0, 2], k in [1, max_negatives]."""
     return st.builds(
         PsiParams,

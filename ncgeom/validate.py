@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from numbers import Integral, Real
+from typing import Any, TypeVar
 
 __all__ = [
     "require_int",
@@ -18,8 +19,10 @@ __all__ = [
     "require_finite_array",
 ]
 
+_Choice = TypeVar("_Choice", bound=str)
 
-def require_int(name: str, value, *, min_value: int | None = None, max_value: int | None = None) -> int:
+
+def require_int(name: str, value: Any, *, min_value: int | None = None, max_value: int | None = None) -> int:
     """Return ``value`` as an int, or raise ValueError naming ``name`` and the accepted range."""
     rng = _range_text(min_value, max_value)
     if isinstance(value, bool) or not isinstance(value, Integral):
@@ -32,7 +35,7 @@ def require_int(name: str, value, *, min_value: int | None = None, max_value: in
 
 def require_real(
     name: str,
-    value,
+    value: Any,
     *,
     min_value: float | None = None,
     max_value: float | None = None,
@@ -55,15 +58,20 @@ def require_real(
     return value
 
 
-def require_choice(name: str, value, choices: Iterable[str]) -> str:
-    """Return ``value`` if it is one of ``choices``, else raise ValueError listing them."""
-    choices = tuple(choices)
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
-    return value
+def require_choice(name: str, value: object, choices: Iterable[_Choice]) -> _Choice:
+    """Return ``value`` if it is one of ``choices``, else raise ValueError listing them.
+
+    The result has the type of the choices, so a tuple of a ``Literal`` vocabulary
+    (``SETTINGS``, ``PSI_NAMES``...) narrows a plain ``str`` to that ``Literal``.
+    """
+    allowed = tuple(choices)
+    for choice in allowed:
+        if value == choice:
+            return choice
+    raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
 
 
-def require_finite_array(name: str, array) -> None:
+def require_finite_array(name: str, array: Any) -> None:
     """Raise ValueError if a numpy array or torch tensor ``array`` holds NaN or inf."""
     import numpy as np
 
@@ -75,7 +83,7 @@ def require_finite_array(name: str, array) -> None:
         raise ValueError(f"{name} must contain only finite values (found NaN or inf)")
 
 
-def _range_text(lo, hi) -> str:
+def _range_text(lo: float | None, hi: float | None) -> str:
     if lo is not None and hi is not None:
         return f" in [{lo}, {hi}]"
     if lo is not None:

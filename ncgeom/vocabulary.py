@@ -35,6 +35,8 @@ __all__ = [
     "ESTIMATORS",
     "Backend",
     "BACKENDS",
+    "Reduction",
+    "REDUCTIONS",
     "ModelKind",
     "MODEL_KINDS",
     "Dataset",
@@ -80,10 +82,11 @@ def effective_beta(setting: str, beta: float) -> float:
     return float(beta) if is_hard(setting) else 0.0
 
 
-def _known(setting: str) -> str:
-    if setting not in SETTINGS:
-        raise ValueError(f"setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
-    return setting
+def _known(setting: str) -> Setting:
+    for known in SETTINGS:
+        if setting == known:
+            return known
+    raise ValueError(f"setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
 
 
 # --- losses (docs/theory.md, sections 2 and 7) ----------------------------------------------------
@@ -96,6 +99,9 @@ ESTIMATORS: tuple[Estimator, ...] = ("weighted", "sampled")
 
 Backend = Literal["auto", "dense", "blocked", "triton"]
 BACKENDS: tuple[Backend, ...] = ("auto", "dense", "blocked", "triton")
+
+Reduction = Literal["mean", "sum", "none"]  # of the per-pair values l_ij of a batch loss
+REDUCTIONS: tuple[Reduction, ...] = ("mean", "sum", "none")
 
 # --- representations (docs/theory.md, section 1) --------------------------------------------------
 Normalization = Literal["none", "ball", "sphere"]
@@ -118,16 +124,13 @@ SCALES: tuple[Scale, ...] = ("tiny", "quick", "full")
 
 
 # --- claims (docs/theory.md, section 9) -----------------------------------------------------------
-class Verdict(str, enum.Enum):
+class Verdict(enum.StrEnum):
     """The verdict of a claim evaluation. ``str(Verdict.HOLDS) == "holds"`` (the JSON spelling)."""
 
     HOLDS = "holds"
     PARTIALLY_HOLDS = "partially holds"
     DOES_NOT_HOLD = "does not hold"
     INCONCLUSIVE = "inconclusive"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 VERDICTS: tuple[str, ...] = tuple(v.value for v in Verdict)

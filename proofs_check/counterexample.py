@@ -30,11 +30,11 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from ncgeom.threads import one_torch_thread
 from ncgeom.validate import require_choice, require_int
-from proofs_check.records import CheckResult
+from proofs_check.records import CheckResult, Status
 
 __all__ = [
     "etf_points_exact",
@@ -173,7 +173,8 @@ def check_exact(*, max_classes: int = 12, precision: int = 50, nc_claim: Callabl
 
     t0 = time.perf_counter()
     max_classes = require_int("max_classes", max_classes, min_value=3)
-    rows, ok = {}, True
+    rows: dict[int, dict[str, Any]] = {}
+    ok = True
     for c in range(2, max_classes + 1):
         nc, cp, _, _ = _exact_pair(c)
         same_nc, same_cp = _same(nc, nc_claim(c)), _same(cp, cross_polytope_claim(c - 1))
@@ -229,6 +230,7 @@ def check_all_classes(*, min_classes: int = 3) -> CheckResult:
     for s in ("0.01", "0.1", "0.25", "0.5"):
         enclosure = _gap_derivative_interval(mpmath.iv.mpf(s))
         mismatch = max(mismatch, abs(float(sp.N(derivative.subs(eps, sp.Rational(s)), 30)) - float(enclosure.mid)))
+    status: Status
     if refuted or mismatch >= 1e-12 or value_at_0 != 0:
         status = "fail"
     else:
@@ -292,6 +294,8 @@ def search_configurations(*, dim: int, num_points: int, num_starts: int, generat
             values.append(value)
             if value < best:
                 best, best_z = value, (u / u.norm(dim=1, keepdim=True)).detach()
+    if best_z is None:  # every start ended at NaN (best stays inf)
+        raise RuntimeError(f"no start of the search gave a finite loss (values {values})")
     spectrum = torch.linalg.eigvalsh(best_z @ best_z.T).flip(0)[:dim]
     return SearchResult(dim, n, best, tuple(values), tuple(float(x) for x in spectrum))
 

@@ -24,6 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ncgeom.validate import require_int
 from ncgeom.vocabulary import SETTINGS, is_hard, is_supervised
 from proofs_check.records import CheckResult, timed
 
@@ -71,7 +72,7 @@ def product_law(marginals: Sequence[Sequence[Fraction]]) -> Law:
 def is_product(law: Law) -> bool:
     """True iff the joint law equals the product of its marginals (exactly)."""
     n = len(next(iter(law)))
-    margins = [{} for _ in range(n)]
+    margins: list[dict[int, Fraction]] = [{} for _ in range(n)]
     for point, p in law.items():
         for i, x in enumerate(point):
             margins[i][x] = margins[i].get(x, Fraction(0)) + p
@@ -216,7 +217,9 @@ def check_harris(*, rng: np.random.Generator, num_trials: int = 50, n: int = 3, 
     measures and random monotone tables. A violation is reported with its witness (status ``fail``).
     """
     pick = lambda obj, default: obj(rng) if callable(obj) else (default() if obj is None else obj)  # noqa: E731
-    worst, witness, flags, zeros = None, None, set(), 0
+    num_trials = require_int("num_trials", num_trials, min_value=1)
+    worst: Fraction | None = None  # set by the first trial
+    witness, flags, zeros = None, set(), 0
     for _ in range(num_trials):
         mu = pick(law, lambda: product_law(random_marginals(n, m, rng=rng)))
         gg = pick(g, lambda: random_monotone_table(n, m, rng=rng))
@@ -232,7 +235,7 @@ def check_harris(*, rng: np.random.Generator, num_trials: int = 50, n: int = 3, 
         name="harris_inequality",
         statement=r"\mu=\otimes_i\mu_i,\ g,h\uparrow\ \Rightarrow\ \mathbb E_\mu[gh]\ge\mathbb E_\mu[g]\,\mathbb E_\mu[h]",
         method="exact-fraction",
-        status="fail" if worst < 0 else "pass",
+        status="fail" if worst is not None and worst < 0 else "pass",
         details={"trials": num_trials, "grid": f"{{0..{m}}}^{n}", "min_covariance": str(worst), "num_zero_covariance": zeros, "hypotheses_seen": sorted(flags), "witness": witness},
         source=_SOURCE + "; Harris (1960) / FKG for product measures",
     )

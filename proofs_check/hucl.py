@@ -43,6 +43,7 @@ from ncgeom.losses import make_psi
 from ncgeom.theory import nc_value
 from ncgeom.threads import one_torch_thread
 from ncgeom.validate import require_int, require_real
+from ncgeom.vocabulary import PsiName
 from proofs_check.records import CheckResult
 
 __all__ = [
@@ -179,7 +180,7 @@ def explore_hucl(
     num_classes: int = 4,
     num_negatives: int = 1,
     betas=DEFAULT_BETAS,
-    psi: str = "infonce",
+    psi: PsiName = "infonce",
     tau: float = 1.0,
     margin: float = 1.0,
     num_starts: int = 6,
@@ -238,6 +239,8 @@ def explore_hucl(
                         best, best_m = value, (v @ v.T).numpy()
             with torch.no_grad():
                 direct = float(hucl_collapsed_loss(etf, beta=beta, num_negatives=k, psi=loss_psi))
+            if best_m is None:  # every start ended at NaN (best stays inf)
+                raise RuntimeError(f"no start gave a finite HUCL loss at beta = {beta}")
             off = best_m[~np.eye(c, dtype=bool)]
             out["min"].append(best)
             out["nc"].append(nc_value("hucl", psi, num_classes=c, num_negatives=k, beta=beta, tau=tau, margin=margin))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Literal, ParamSpec
 
 __all__ = ["Status", "STATUSES", "CheckResult", "timed"]
+
+_P = ParamSpec("_P")
 
 Status = Literal["pass", "fail", "unresolved", "info"]
 # "info" is for exploration (e.g. the HUCL open problem): numbers reported, no verdict.
@@ -58,13 +61,11 @@ class CheckResult:
         return cls(**data)
 
 
-def timed(fn: Callable[[], CheckResult]) -> Callable[[], CheckResult]:
-    """Decorator: run a zero-argument checker and fill in ``seconds``."""
-    import functools
-    from dataclasses import replace
+def timed(fn: Callable[_P, CheckResult]) -> Callable[_P, CheckResult]:
+    """Decorator: run a checker and fill in ``seconds``; the checker keeps its signature."""
 
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs) -> CheckResult:
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> CheckResult:
         t0 = time.perf_counter()
         res = fn(*args, **kwargs)
         return replace(res, seconds=time.perf_counter() - t0)

@@ -23,11 +23,12 @@ A test that sets ``@settings(max_examples=...)`` itself keeps its own count unde
 
 import os
 import random
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
-_COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], "print_blob": True}
+_COMMON: dict[str, Any] = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], "print_blob": True}
 
 settings.register_profile("ci", derandomize=True, max_examples=30, database=None, **_COMMON)
 settings.register_profile("explore", derandomize=False, max_examples=500, phases=tuple(Phase), **_COMMON)

@@ -8,6 +8,7 @@ the NC closed form (ncgeom.theory.batch_nc_value); (3) properties (beta = 0, sam
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -15,8 +16,8 @@ import torch
 
 from ncgeom.geometry import simplex_etf
 from ncgeom.losses import batch_loss, batch_loss_pairs, infonce, infonce_mean, select_backend, triplet
+from ncgeom.vocabulary import SETTINGS, Reduction, Setting
 
-SETTINGS = ("scl", "hscl", "ucl", "hucl")
 BACKENDS = ("dense", "blocked")
 RTOL = 1e-10  # float64: the loop and the kernels differ only by summation order (~B * eps)
 EPS64 = torch.finfo(torch.float64).eps
@@ -101,6 +102,7 @@ def test_sampled_is_psi_of_the_drawn_set(setting, psi_name, backend):
         sim = (z @ z.T).tolist()
         ref = naive_pairs(z, labels, setting, beta=beta, tau=tau, k=1)
         assert list(zip(pairs.anchors.tolist(), pairs.positives.tolist())) == sorted(ref)
+        assert pairs.negatives is not None  # the sampled estimator records its draws
         for p, (i, j) in enumerate(zip(pairs.anchors.tolist(), pairs.positives.tolist())):
             drawn = [m for m in pairs.negatives[p].tolist() if m >= 0]
             size_n = sum(1 for m in range(len(y)) if (y[m] != y[i] if setting in ("scl", "hscl") else m != i))
@@ -111,6 +113,7 @@ def test_sampled_is_psi_of_the_drawn_set(setting, psi_name, backend):
         again = batch_loss_pairs(z, labels, setting, beta=beta, tau=tau, num_negatives=k, estimator="sampled",
                                  psi=psi_name, generator=torch.Generator().manual_seed(5), backend=backend,
                                  block_size=3)
+        assert again.negatives is not None
         assert torch.equal(again.negatives, pairs.negatives) and torch.equal(again.values, pairs.values)
 
 
@@ -151,9 +154,10 @@ def test_gradcheck(backend, setting):
     z, labels = _batch(6, size=6, dim=2, mode="none")
     labels = torch.tensor([0, 0, 1, 1, 1, 4])
     z = (z * 0.8).requires_grad_()
+    cases: tuple[tuple[Reduction, int | Literal["batch"]], ...] = (("mean", 2), ("none", "batch"))
     for detach in _grad_cases(setting):
-        for reduction, k in (("mean", 2), ("none", "batch")):
-            def f(x):
+        for reduction, k in cases:
+            def f(x, k=k, detach=detach, reduction=reduction):  # bound now (ruff B023); gradcheck calls f(z)
                 return batch_loss(x, labels, setting, beta=1.3, tau=0.6, num_negatives=k, detach_weights=detach,
                                   reduction=reduction, backend=backend, block_size=4)
             assert torch.autograd.gradcheck(f, (z,), eps=1e-6, atol=1e-7, fast_mode=True)
@@ -256,8 +260,9 @@ def test_float32_extremes_are_finite(backend, setting, mode):
 @pytest.mark.parametrize("estimator", ["weighted", "sampled"])
 def test_no_pair_gives_attached_zero(backend, estimator):
     z = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
-    for labels, setting in ((torch.arange(4), "scl"), (torch.zeros(4, dtype=torch.long), "hscl"),
-                            (torch.arange(4), "ucl")):
+    cases: tuple[tuple[torch.Tensor, Setting], ...] = (
+        (torch.arange(4), "scl"), (torch.zeros(4, dtype=torch.long), "hscl"), (torch.arange(4), "ucl"))
+    for labels, setting in cases:
         loss = batch_loss(z, labels, setting, estimator=estimator, generator=torch.Generator(), backend=backend)
         assert loss.requires_grad and float(loss.detach()) == 0.0
         (grad,) = torch.autograd.grad(loss, z)

@@ -1,4 +1,4 @@
-"""Cross-checks of batch_loss against peer conventions (shared/peers.md sections 1-3).
+"""Cross-checks of batch_loss against peer conventions (docs/conventions.md, section 2).
 
 - pytorch-metric-learning 2.9 NTXentLoss with labels == SCL, num_negatives="batch", beta = 0 (exact).
 - SupConLoss (PML; HobbitLong with base_temperature = temperature): positives ARE in its denominator.
@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from ncgeom.losses import batch_loss, batch_loss_pairs
+from ncgeom.vocabulary import Setting
 
 pml_losses = pytest.importorskip("pytorch_metric_learning.losses")
 pml_distances = pytest.importorskip("pytorch_metric_learning.distances")
@@ -97,7 +98,8 @@ def test_hcl_two_view_batch(beta_theirs, tau, backend):
     v2 = torch.nn.functional.normalize(v1 + 0.5 * v2, dim=1)  # correlated views
     labels = torch.cat([torch.arange(batch), torch.arange(batch)])
     beta = beta_theirs / tau  # beta_theirs = beta_ours * tau (theory.md section 3)
-    for setting, include_partner in (("hscl", False), ("hucl", True)):
+    cases: tuple[tuple[Setting, bool], ...] = (("hscl", False), ("hucl", True))
+    for setting, include_partner in cases:
         a1, a2 = v1.clone().requires_grad_(), v2.clone().requires_grad_()
         theirs = hcl_reference(a1, a2, beta_theirs=beta_theirs, tau=tau, include_partner=include_partner)
         x = torch.cat([v1, v2], 0).requires_grad_()

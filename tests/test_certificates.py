@@ -1,6 +1,7 @@
 """Convex certificates (theory.md section 6): program reduction, true claims pass, false claims fail."""
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,7 +13,11 @@ import proofs_check.certificates as certificates
 from ncgeom.geometry import etf_gram, simplex_etf
 from ncgeom.losses import make_psi
 from ncgeom.theory import nc_value
+from ncgeom.vocabulary import PSI_NAMES, PsiName
 from proofs_check.certificates import (
+    PROGRAM_SETTINGS,
+    GramCertificate,
+    ProgramSetting,
     certificate_cases,
     certificate_check,
     certify_gram_program,
@@ -24,7 +29,7 @@ from proofs_check.certificates import (
 )
 
 EPS = np.finfo(np.float64).eps
-PSI = ("infonce", "infonce-mean", "triplet")
+PSI = PSI_NAMES
 
 
 def _random_gram(c, rng, *, sphere=True):
@@ -33,6 +38,13 @@ def _random_gram(c, rng, *, sphere=True):
     if not sphere:
         v *= rng.uniform(0.3, 1.0, size=(c, 1))
     return v @ v.T
+
+
+def _certify(setting: ProgramSetting, psi: PsiName = "infonce", **kwargs: Any) -> GramCertificate:
+    """certify_gram_program, which returns None only when no solver succeeded: a failure here."""
+    cert = certify_gram_program(setting, psi, **kwargs)
+    assert cert is not None, "no solver succeeded"
+    return cert
 
 
 def test_all_names_exist_once():
@@ -72,7 +84,7 @@ def test_gradient_matches_central_differences(setting, psi):
 
 
 def test_etf_value_is_the_closed_form():
-    for setting, psi, c, k in itertools.product(("scl", "ucl"), PSI, (2, 3, 5), (1, 2)):
+    for setting, psi, c, k in itertools.product(PROGRAM_SETTINGS, PSI, (2, 3, 5), (1, 2)):
         program = gram_program(setting, psi, num_classes=c, num_negatives=k, tau=0.5, margin=2.5)
         expected = nc_value(setting, psi, num_classes=c, num_negatives=k, tau=0.5, margin=2.5)
         assert_allclose(program_objective(program, etf_gram(c)), expected, rtol=1e-13, atol=1e-14)
@@ -114,8 +126,8 @@ def _sphere_curvature(program, gram) -> float:
 def test_anchor_ucl_infonce_c4_k2():
     # theory.md section 6 anchor: UCL, infonce, C = 4, k = 2, tau = 0.5 on the sphere. Every tolerance below
     # is what the certificate and the solver themselves certify (no digits copied from a run).
-    kw = {"num_classes": 4, "num_negatives": 2, "tau": 0.5}
-    cert = certify_gram_program("ucl", "infonce", domain="sphere", **kw)
+    kw: dict[str, Any] = {"num_classes": 4, "num_negatives": 2, "tau": 0.5}
+    cert = _certify("ucl", "infonce", domain="sphere", **kw)
     program = gram_program("ucl", "infonce", domain="sphere", **kw)
     closed = nc_value("ucl", "infonce", **kw)
     assert cert.passed, cert.checks
@@ -179,7 +191,7 @@ def test_scs_fallback_solver_also_certifies():
 @pytest.mark.parametrize("offset", [1e-3, -1e-3])
 def test_wrong_closed_form_fails(offset):
     true = nc_value("ucl", "infonce", num_classes=4, num_negatives=2, tau=0.5)
-    cert = certify_gram_program("ucl", "infonce", num_classes=4, num_negatives=2, tau=0.5,
+    cert = _certify("ucl", "infonce", num_classes=4, num_negatives=2, tau=0.5,
                                 claimed_value=true + offset)
     assert not cert.passed
     assert cert.checks["claimed_value_is_optimum"] is False
@@ -189,7 +201,7 @@ def test_wrong_closed_form_fails(offset):
 
 def test_claimed_optimum_too_low_fails_even_with_the_solver_point():
     # A value below the certified dual bound cannot be the minimum, whatever Gram is claimed.
-    cert = certify_gram_program("scl", "infonce-mean", num_classes=5, num_negatives=1, domain="ball",
+    cert = _certify("scl", "infonce-mean", num_classes=5, num_negatives=1, domain="ball",
                                 claimed_value=0.0, claimed_gram=np.eye(5))
     assert not cert.passed
     assert cert.checks["claimed_value_is_optimum"] is False
@@ -199,7 +211,7 @@ def test_off_etf_gram_claimed_optimal_fails():
     # Two antipodal pairs in orthogonal planes: feasible (PSD, unit diagonal), sum zero, not an ETF.
     v = np.array([[1, 0], [-1, 0], [0, 1], [0, -1]], dtype=float)
     g = v @ v.T
-    cert = certify_gram_program("ucl", "infonce", num_classes=4, num_negatives=1, claimed_gram=g)
+    cert = _certify("ucl", "infonce", num_classes=4, num_negatives=1, claimed_gram=g)
     assert not cert.passed
     assert cert.checks["claimed_gram_feasible"] is True
     assert cert.checks["claimed_gram_attains_bound"] is False
@@ -209,39 +221,41 @@ def test_off_etf_gram_claimed_optimal_fails():
 
 def test_infeasible_gram_claim_fails():
     g = 2.0 * etf_gram(3)  # diagonal 2 > 1
-    cert = certify_gram_program("scl", "infonce", num_classes=3, num_negatives=1, domain="ball", claimed_gram=g)
+    cert = _certify("scl", "infonce", num_classes=3, num_negatives=1, domain="ball", claimed_gram=g)
     assert cert.checks["claimed_gram_feasible"] is False
     assert not cert.passed
 
 
 def test_triplet_non_unique_minimizer_is_reported_not_required():
     # SCL, margin 1: every feasible M with non-positive off-diagonal is optimal (value 0), e.g. M = I.
-    cert = certify_gram_program("scl", "triplet", num_classes=4, num_negatives=1, claimed_gram=np.eye(4))
+    cert = _certify("scl", "triplet", num_classes=4, num_negatives=1, claimed_gram=np.eye(4))
     assert cert.passed, cert.checks
     assert cert.minimizer_unique is False
     assert cert.checks["optimizer_is_claimed_gram"] is None
     # ... but a non-optimal Gram (all points equal) is refuted by its value.
-    bad = certify_gram_program("scl", "triplet", num_classes=4, num_negatives=1, claimed_gram=np.ones((4, 4)))
+    bad = _certify("scl", "triplet", num_classes=4, num_negatives=1, claimed_gram=np.ones((4, 4)))
     assert bad.checks["claimed_gram_attains_bound"] is False and not bad.passed
 
 
 def test_rotated_etf_gram_claim_passes():
     v = simplex_etf(4, 5, rng=np.random.default_rng(3))
-    cert = certify_gram_program("scl", "infonce", num_classes=4, num_negatives=2, claimed_gram=v @ v.T)
+    cert = _certify("scl", "infonce", num_classes=4, num_negatives=2, claimed_gram=v @ v.T)
     assert cert.passed, cert.checks
 
 
 def test_invalid_arguments_raise():
+    not_a_psi: Any = "hinge"  # outside the Literal on purpose: the runtime check is under test
+    not_a_solver: Any = "mosek"
     with pytest.raises(ValueError, match="setting"):
         gram_program("hscl", "infonce", num_classes=3, num_negatives=1)
     with pytest.raises(ValueError, match="psi"):
-        gram_program("scl", "hinge", num_classes=3, num_negatives=1)
+        gram_program("scl", not_a_psi, num_classes=3, num_negatives=1)
     with pytest.raises(ValueError, match="num_classes"):
         gram_program("scl", "infonce", num_classes=1, num_negatives=1)
     with pytest.raises(ValueError, match="claimed_gram"):
         certify_gram_program("scl", num_classes=3, num_negatives=1, claimed_gram=np.eye(2))
     with pytest.raises(ValueError, match="solver"):
-        certify_gram_program("scl", num_classes=3, num_negatives=1, solver="mosek")
+        certify_gram_program("scl", num_classes=3, num_negatives=1, solver=not_a_solver)
 
 
 def test_grids():
@@ -251,12 +265,12 @@ def test_grids():
     assert any(c.setting == "ucl" and c.num_classes == 4 and c.num_negatives == 2 and c.tau == 0.5 for c in quick)
 
 
-_CERT_CACHE = {}
+_CERT_CACHE: dict[str, GramCertificate] = {}
 
 
 def _cached_certificate(domain):
     if domain not in _CERT_CACHE:
-        _CERT_CACHE[domain] = certify_gram_program("ucl", "infonce", num_classes=4, num_negatives=2, tau=0.5,
+        _CERT_CACHE[domain] = _certify("ucl", "infonce", num_classes=4, num_negatives=2, tau=0.5,
                                                    domain=domain)
     return _CERT_CACHE[domain]
 
@@ -278,7 +292,7 @@ def test_float_etf_claim_counts_as_feasible_upper_bound():
     # the float ETF Gram at C = 3 has lambda_min ~ -5.6e-17; before the fix the exact ">= 0" test dropped
     # F(ETF) from the upper bound of criterion 7, leaving only the solver's value
     assert np.linalg.eigvalsh(etf_gram(3)).min() < 0
-    cert = certify_gram_program("scl", "infonce", num_classes=3, num_negatives=1, tau=0.5)
+    cert = _certify("scl", "infonce", num_classes=3, num_negatives=1, tau=0.5)
     assert cert.passed, cert.checks
     assert cert.value_upper_bound == min(cert.primal_value, cert.claimed_gram_value)
     assert cert.value_lower_bound <= cert.claimed_value <= cert.value_upper_bound + cert.tolerances.value

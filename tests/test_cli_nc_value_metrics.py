@@ -28,8 +28,9 @@ SCRIPT = Path(sys.executable).with_name("ncgeom")
 RTOL = 1e-12
 
 
-def run_main(argv, capsys):
+def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int | str | None, str, str]:
     """(exit code, stdout, stderr) of main(argv); argparse's own errors arrive as SystemExit."""
+    code: int | str | None
     try:
         code = main(argv)
     except SystemExit as exc:
@@ -38,7 +39,7 @@ def run_main(argv, capsys):
     return code, out, err
 
 
-def run_script(*args):
+def run_script(*args: str) -> tuple[int, str, str]:
     proc = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONWARNINGS": "ignore"})
     return proc.returncode, proc.stdout, proc.stderr

@@ -1,5 +1,7 @@
 """ncgeom.data: the latent-class model, positives, class-balanced batches, digits."""
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -50,6 +52,7 @@ def test_gaussian_mixture_sample_moments():
     assert d.x_train.shape == (3 * n, dim) and d.x_test.shape == (30, dim)
     assert np.bincount(d.y_train).tolist() == [n] * 3
     # population means at pairwise distance `separation` (exact, by construction)
+    assert d.class_means is not None  # a synthetic mixture knows its population means
     dist = np.linalg.norm(d.class_means[:, None] - d.class_means[None], axis=-1)
     np.testing.assert_allclose(dist[~np.eye(3, dtype=bool)], sep, rtol=1e-12)
     # sample mean within 5 standard errors (spread / sqrt(n)); sample std within 5 s.e. of sqrt(2n)
@@ -79,7 +82,7 @@ def test_gaussian_mixture_reproducible_from_rng():
     (dict(spread=0.0), "spread"), (dict(separation=-1.0), "separation"), (dict(imbalance=0.5), "imbalance"),
 ])
 def test_gaussian_mixture_rejects_bad_values(kwargs, name):
-    args = dict(num_classes=3, input_dim=4, samples_per_class=5, rng=np.random.default_rng(0))
+    args: dict[str, Any] = dict(num_classes=3, input_dim=4, samples_per_class=5, rng=np.random.default_rng(0))
     args.update(kwargs)
     with pytest.raises(ValueError, match=name):
         gaussian_mixture(args.pop("num_classes"), **args)

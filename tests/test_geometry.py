@@ -1,5 +1,7 @@
 """Tests of ncgeom.geometry: ETF identities (theory.md section 4), residuals, normalization."""
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -75,10 +77,13 @@ def test_invalid_arguments():
         simplex_etf(1)
     with pytest.raises(ValueError, match="gram"):
         gram_etf_residual(np.ones((2, 3)))
+    # arguments outside their declared types on purpose: the runtime checks are under test
+    not_a_mode: Any = "cube"
+    not_a_generator: Any = 0
     with pytest.raises(ValueError, match="mode"):
-        normalize(np.ones((2, 2)), "cube")
+        normalize(np.ones((2, 2)), not_a_mode)
     with pytest.raises(ValueError, match="rng"):
-        random_orthogonal(3, rng=0)
+        random_orthogonal(3, rng=not_a_generator)
     # NaN input and eps <= 0 used to give a NaN residual / NaN rows silently.
     with pytest.raises(ValueError, match="vectors"):
         etf_residual(np.array([[np.nan], [1.0]]))

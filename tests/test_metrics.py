@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -33,7 +35,8 @@ EXACT_ATOL = 1e4 * EPS
 # Two float64 evaluations of the same formula by different routes (loop vs vectorised, SVD vs pinv).
 ROUTE_RTOL = 1e-9
 
-ALL = [M.unit_norm, M.zero_sum, M.equal_inner_product, M.within_class, M.nc1, M.etf_distance,
+# every metric takes (z, labels) and returns a float or an array (the spectrum)
+ALL: list[Callable[..., Any]] = [M.unit_norm, M.zero_sum, M.equal_inner_product, M.within_class, M.nc1, M.etf_distance,
        M.spectrum, M.rankme, M.ncc_accuracy]
 
 
@@ -377,7 +380,7 @@ def test_each_function_equals_the_record_and_to_dict_is_json():
         assert_allclose(f(z, y), getattr(record, f.__name__), rtol=0, atol=0, err_msg=f.__name__)
     assert json.loads(json.dumps(d)) == d
     with pytest.raises(AttributeError):
-        record.nc1 = 0.0  # frozen
+        record.nc1 = 0.0  # type: ignore[misc]  # assigning a frozen field on purpose: the error is under test
 
 
 def test_record_round_trips_through_strict_json():

@@ -1,6 +1,7 @@
 """ncgeom.models: encoders, normalization layer, initialization from explicit generators."""
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -24,8 +25,9 @@ def test_normalize_layer_modes():
     torch.testing.assert_close(Normalize("none")(z), z)
     torch.testing.assert_close(Normalize("sphere")(z), torch.tensor([[0.6, 0.8], [0.6, 0.8]], dtype=torch.float64))
     torch.testing.assert_close(Normalize("ball")(z), torch.tensor([[0.6, 0.8], [0.3, 0.4]], dtype=torch.float64))
+    not_a_mode: Any = "cube"  # outside the Literal on purpose: the runtime check is under test
     with pytest.raises(ValueError, match="norm"):
-        Normalize("cube")
+        Normalize(not_a_mode)
 
 
 def test_models_do_not_touch_global_rng_and_are_reproducible():
@@ -77,6 +79,7 @@ def test_near_nc_init_is_an_etf_plus_noise():
     y = np.repeat(np.arange(4), 3)
     u = build_model("unconstrained", dim=5, labels=y, init="near_nc", init_noise=0.0, rng=np.random.default_rng(0),
                     generator=torch.Generator(), dtype=torch.float64)
+    assert isinstance(u, UnconstrainedFeatures)
     z = u().detach()
     assert etf_residual(z[::3]) < 1e-12  # one row per class: the ETF
     torch.testing.assert_close(z[0], z[1])  # a class sits at its vertex
@@ -94,7 +97,7 @@ def test_near_nc_init_is_an_etf_plus_noise():
     (dict(kind="mlp", input_dim=5, hidden_dim=0), "hidden_dim"),
 ])
 def test_build_model_rejects_bad_values(kwargs, name):
-    args = dict(dim=3, input_dim=5, num_samples=4, generator=torch.Generator())
+    args: dict[str, Any] = dict(dim=3, input_dim=5, num_samples=4, generator=torch.Generator())
     args.update(kwargs)
     with pytest.raises(ValueError, match=name):
         build_model(args.pop("kind"), **args)

@@ -2,6 +2,8 @@
 
 import itertools
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ from ncgeom.losses import custom_eta, custom_psi, exponential_tilt, make_psi
 from ncgeom.population import FiniteLatentModel, model_from_embeddings, nc_model, negative_law, population_loss
 from ncgeom.testing import betas, decreasing_etas, finite_latent_models, monotone_etas, psi_params
 from ncgeom.theory import SETTINGS, instance_positive_bound, nc_value, scl_lower_bound, ucl_lower_bound
+from ncgeom.vocabulary import HARD_SETTINGS, PsiName, Setting, plain_setting
 
 # Exact sums of <= 10^5 float64 terms of size O(1): relative error far below 1e-11.
 RTOL = 1e-11
@@ -78,7 +81,8 @@ def test_nc_value_equals_population_loss_at_nc(setting, name, c, k, beta, tau):
 def test_theorem1_harris_bound(model, params, eta):
     psi = params.psi()
     k = params.num_negatives
-    for plain, hard in (("scl", "hscl"), ("ucl", "hucl")):
+    for hard in HARD_SETTINGS:
+        plain = plain_setting(hard)
         lo = population_loss(model, plain, psi, num_negatives=k, method="exact").value
         hi = population_loss(model, hard, psi, num_negatives=k, eta=eta, method="exact").value
         assert hi >= lo - _slack(lo), (plain, lo, hi)
@@ -106,6 +110,8 @@ def test_decreasing_eta_never_raises_scl(model, eta):
 @pytest.mark.parametrize("normalization", ["ball", "sphere"])
 def test_theorems_2_3_no_random_representation_beats_nc(normalization):
     rng = np.random.default_rng(2025)
+    psi_cases: list[tuple[PsiName, float]] = [("infonce", 0.5), ("infonce-mean", 1.0), ("triplet", 1.0)]
+    bounds: list[tuple[Setting, Callable[..., float]]] = [("scl", scl_lower_bound), ("ucl", ucl_lower_bound)]
     for trial in range(150):
         c = int(rng.integers(2, 5))
         d = int(rng.integers(1, 5))
@@ -114,10 +120,10 @@ def test_theorems_2_3_no_random_representation_beats_nc(normalization):
         if normalization == "ball":
             pts = [p * rng.uniform(0.3, 1.0) for p in pts]
         model = FiniteLatentModel(pts, [rng.dirichlet(np.ones(len(p))) for p in pts])
-        params = [("infonce", 0.5), ("infonce-mean", 1.0), ("triplet", 1.0)][trial % 3]
+        params = psi_cases[trial % 3]
         k = 1 + trial % 2
         psi = make_psi(params[0], tau=params[1], margin=1.0)
-        for setting, bound in (("scl", scl_lower_bound), ("ucl", ucl_lower_bound)):
+        for setting, bound in bounds:
             value = population_loss(model, setting, psi, num_negatives=k, method="exact").value
             nc = bound(psi, num_classes=c, num_negatives=k)
             assert value >= nc - _slack(nc), (setting, trial, value, nc)
@@ -213,9 +219,12 @@ def test_model_constructors_and_validation():
         model_from_embeddings(z, np.array([0, 2, 2]))
     with pytest.raises(ValueError, match="num_negatives"):
         population_loss(m, "scl", num_negatives=0)
+    # arguments outside their declared types on purpose: the runtime checks are under test
+    not_a_positive_law: Any = "noise"
+    not_a_model: Any = z
     with pytest.raises(ValueError, match="positives"):
-        population_loss(m, "scl", num_negatives=1, positives="noise")
+        population_loss(m, "scl", num_negatives=1, positives=not_a_positive_law)
     with pytest.raises(ValueError, match="model"):
-        population_loss(z, "scl", num_negatives=1)
+        population_loss(not_a_model, "scl", num_negatives=1)
     with pytest.raises(ValueError, match="eta"):
         population_loss(m, "hscl", num_negatives=1, eta=-1.0)

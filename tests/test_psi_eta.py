@@ -1,6 +1,7 @@
 """Tests of the psi family, eta hardening and the property checkers (theory.md sections 2-3)."""
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -65,20 +66,23 @@ def test_psi_hand_values_and_stability():
 def test_psi_gradients_torch():
     t = torch.randn(3, 4, dtype=torch.float64, requires_grad=True, generator=torch.Generator().manual_seed(0))
     for psi in (infonce(tau=0.7), infonce_mean(tau=1.3)):
-        assert torch.autograd.gradcheck(lambda x: psi(x), (t,))
+        assert torch.autograd.gradcheck(psi, (t,))
 
 
 def test_invalid_psi_and_eta_arguments():
+    # arguments outside their declared types on purpose: the runtime checks are under test
+    not_a_psi: Any = "hinge"
+    not_a_function: Any = 3
     with pytest.raises(ValueError, match="tau"):
         infonce(tau=0.0)
     with pytest.raises(ValueError, match="psi"):
-        make_psi("hinge")
+        make_psi(not_a_psi)
     with pytest.raises(ValueError, match="beta"):
         exponential_tilt(-1.0)
     with pytest.raises(ValueError, match="t must"):
         infonce()(np.float64(1.0))
     with pytest.raises(ValueError, match="func"):
-        custom_psi(3)
+        custom_psi(not_a_function)
 
 
 @pytest.mark.parametrize("name", ["infonce", "infonce-mean", "triplet"])
@@ -96,6 +100,7 @@ def test_convexity_checker_fails_with_witness_on_nonconvex_psi():
     assert not v.holds and not bool(v)
     assert v.max_violation > v.tol
     w = v.witness
+    assert w is not None  # a failed check carries its witness
     mix = w["lambda"] * np.array(w["a"]) + (1 - w["lambda"]) * np.array(w["b"])
     # The witness reproduces the violated inequality psi(mix) > chord.
     assert_allclose(psi(mix[None])[0], w["psi(mix)"], rtol=RTOL)
@@ -105,27 +110,32 @@ def test_convexity_checker_fails_with_witness_on_nonconvex_psi():
 def test_monotonicity_checker_fails_with_witness():
     psi = custom_psi(lambda t: -t.sum(axis=-1), name="decreasing")
     v = check_monotone(psi, k=3, rng=np.random.default_rng(2))
+    assert v.witness is not None  # a failed check carries its witness
     assert not v.holds and v.witness["psi(t)"] > v.witness["psi(t + delta e_i)"]
     eta = custom_eta(lambda s: np.exp(-2.0 * np.asarray(s)), name="decreasing")
     ve = check_monotone(eta, rng=np.random.default_rng(3))
-    assert not ve.holds
+    assert not ve.holds and ve.witness is not None
     assert ve.witness["eta(s)"] > ve.witness["eta(s + delta)"]
     assert ve.witness["s"] < ve.witness["s + delta"]
 
 
 def test_checkers_need_rng():
+    no_rng: Any = None  # outside the declared type on purpose: the runtime check is under test
     with pytest.raises(ValueError, match="rng"):
-        check_convex(infonce(), k=1, rng=None)
+        check_convex(infonce(), k=1, rng=no_rng)
 
 
 def test_checkers_and_tilt_weights_reject_bad_input():
     # A bare function used to raise AttributeError deep inside; bad weights gave a misleading
     # "all zero" message or numpy's broadcasting error.
     rng = np.random.default_rng(0)
+    # arguments outside their declared types on purpose: the runtime checks are under test
+    bare_function: Any = lambda t: t.sum(-1)  # noqa: E731
+    not_an_eta: Any = 1.0
     with pytest.raises(ValueError, match="psi must be a Psi"):
-        check_convex(lambda t: t.sum(-1), k=1, rng=rng)
+        check_convex(bare_function, k=1, rng=rng)
     with pytest.raises(ValueError, match="fn must be a Psi or an Eta"):
-        check_monotone(lambda t: t.sum(-1), k=1, rng=rng)
+        check_monotone(bare_function, k=1, rng=rng)
     eta = exponential_tilt(1.0)
     with pytest.raises(ValueError, match="similarities"):
         tilt_weights(eta, np.array([np.nan, 0.0]))
@@ -134,7 +144,7 @@ def test_checkers_and_tilt_weights_reject_bad_input():
     with pytest.raises(ValueError, match="base_weights must have a shape"):
         tilt_weights(eta, np.zeros(3), np.ones(4))
     with pytest.raises(ValueError, match="eta must be an Eta"):
-        tilt_weights(1.0, np.zeros(3))
+        tilt_weights(not_an_eta, np.zeros(3))
 
 
 @given(monotone_etas())

@@ -1,6 +1,7 @@
 """Tests of ncgeom.theory: NC closed forms (theory.md sections 5, 7), bounds, theorem conditions."""
 
 import math
+from typing import Any
 
 import mpmath
 import numpy as np
@@ -149,8 +150,12 @@ def test_non_symmetric_psi_enumerates_placements():
 
 
 def test_invalid_arguments():
+    # arguments outside their declared types on purpose: the runtime checks are under test
+    not_a_setting: Any = "simclr"
+    not_a_count: Any = "all"
+    an_array: Any = np.array(["batch"])
     with pytest.raises(ValueError, match="setting"):
-        nc_value("simclr", num_classes=3, num_negatives=1)
+        nc_value(not_a_setting, num_classes=3, num_negatives=1)
     with pytest.raises(ValueError, match="num_classes"):
         nc_value("scl", num_classes=1, num_negatives=1)
     with pytest.raises(ValueError, match="num_negatives"):
@@ -160,9 +165,9 @@ def test_invalid_arguments():
     with pytest.raises(ValueError, match="class_counts"):
         batch_nc_value("scl", class_counts=[3])
     with pytest.raises(ValueError, match="num_negatives"):
-        batch_nc_value("scl", class_counts=[3, 2], num_negatives="all")
+        batch_nc_value("scl", class_counts=[3, 2], num_negatives=not_a_count)
     with pytest.raises(ValueError, match="num_negatives"):  # an array used to pass as "batch" elementwise
-        batch_nc_value("scl", class_counts=[3, 2], num_negatives=np.array(["batch"]))
+        batch_nc_value("scl", class_counts=[3, 2], num_negatives=an_array)
 
 
 def _naive_batch(setting, counts, k, beta, tau, dim_extra=1):
@@ -203,7 +208,7 @@ def test_batch_nc_value_scl_equals_section5():
 def test_bounds():
     # Each bound against its formula written out here (the bounds delegate to nc_value, so comparing
     # them with nc_value alone would test nothing). C = 6, k = 3, tau = 0.5: t_neg / tau = -12/5.
-    kw = dict(num_classes=6, num_negatives=3, tau=0.5)
+    kw: dict[str, Any] = dict(num_classes=6, num_negatives=3, tau=0.5)
     scl = math.log1p(3 * math.exp(-12 / 5))  # theory.md section 5, infonce SCL
     assert_allclose([scl_lower_bound(**kw), hscl_lower_bound(**kw)], [scl, scl], rtol=4 * EPS)
     # Theorem 3: sum_j Binom(3, j) (1/6)^j (5/6)^(3-j) log(1 + j + (3 - j) e^(-12/5)).
@@ -248,5 +253,6 @@ def test_check_conditions_user_functions():
     assert g.theorem(2).applies and "numerical" in g.condition("psi_convex").reason
     with pytest.raises(ValueError, match="prior"):
         check_conditions("scl", num_classes=3, dim=2, psi="infonce", normalization="ball", prior=[0.5, 0.5])
+    not_a_normalization: Any = "cube"  # outside the Literal on purpose: the runtime check is under test
     with pytest.raises(ValueError, match="normalization"):
-        check_conditions("scl", num_classes=3, dim=2, psi="infonce", normalization="cube")
+        check_conditions("scl", num_classes=3, dim=2, psi="infonce", normalization=not_a_normalization)

@@ -114,5 +114,5 @@ def test_settings_and_psi_names_are_the_vocabulary():
     s2, s3 = _section_text(2), _section_text(3)
     for name in vocabulary.PSI_NAMES:
         assert f"`{name}`" in s2, name
-    for name in vocabulary.SETTINGS:
-        assert name.upper() in s3, name
+    for setting in vocabulary.SETTINGS:
+        assert setting.upper() in s3, setting

@@ -5,6 +5,7 @@ import math
 import subprocess
 import sys
 import types
+from typing import Any
 
 import numpy as np
 import pytest
@@ -40,17 +41,18 @@ def test_crashing_checker_and_checks_are_fail_rows(monkeypatch):
         raise ZeroDivisionError("division by zero")
 
     good = types.ModuleType("proofs_check.fakegood")
-    good.checks = lambda *, quick: [boom, lambda: _result("ok", "pass"), lambda: _result("explore", "info")]
+    monkeypatch.setattr(good, "checks", lambda *, quick: [boom, lambda: _result("ok", "pass"), lambda: _result("explore", "info")],
+                        raising=False)
     bad = types.ModuleType("proofs_check.fakebad")
 
     def bad_checks(*, quick):
         raise RuntimeError("cannot list")
 
-    bad.checks = bad_checks
+    monkeypatch.setattr(bad, "checks", bad_checks, raising=False)
     monkeypatch.setitem(sys.modules, "proofs_check.fakegood", good)
     monkeypatch.setitem(sys.modules, "proofs_check.fakebad", bad)
     monkeypatch.setattr(report, "CHECK_MODULES", ("fakegood", "fakebad"))
-    seen = []
+    seen: list[CheckResult] = []
     rep = run_all(quick=True, with_provenance=False, on_result=seen.append)
     statuses = [(r.name, r.status) for r in rep.checks]
     assert statuses == [("fakegood.boom", "fail"), ("ok", "pass"), ("explore", "info"), ("fakebad_checks_error", "fail")]
@@ -72,7 +74,8 @@ def test_unknown_module_raises():
 
 
 def test_report_round_trips_through_strict_json_and_key_numbers():
-    details = {"a": np.float64(1.5), "b": np.arange(2), "c": (math.nan, math.inf), 3: np.bool_(True)}
+    # a non-str key on purpose: the JSON record writes it as "3"
+    details: dict[Any, Any] = {"a": np.float64(1.5), "b": np.arange(2), "c": (math.nan, math.inf), 3: np.bool_(True)}
     rep = VerifyReport((CheckResult("x", "s", "m", "pass", details, 0.01, "test"), _result("y", "info")), True, 0.5, ("symbolic",), {"git": "abc"})
     data = json.loads(dumps_json(rep.to_dict()))
     assert data["checks"][0]["details"] == {"a": 1.5, "b": [0, 1], "c": [None, None], "3": True}

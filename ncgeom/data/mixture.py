@@ -48,8 +48,8 @@ class LabeledData:
     x_test: np.ndarray = field(repr=False)
     y_test: np.ndarray = field(repr=False)
     num_classes: int
-    class_means: np.ndarray | None = field(default=None, repr=False)
-    prior: np.ndarray | None = field(default=None, repr=False)
+    class_means: np.ndarray | None = field(default=None, repr=False, kw_only=True)
+    prior: np.ndarray = field(repr=False, kw_only=True)
 
     @property
     def input_dim(self) -> int:

@@ -23,9 +23,12 @@ from ncgeom.vocabulary import (
     BACKENDS,
     ESTIMATORS,
     PSI_NAMES,
+    REDUCTIONS,
     SETTINGS,
     Backend,
     Estimator,
+    PsiName,
+    Reduction,
     Setting,
     effective_beta,
     is_supervised,
@@ -39,7 +42,6 @@ __all__ = [
     "default_block_size",
 ]
 
-REDUCTIONS: tuple[str, ...] = ("mean", "sum", "none")
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 # auto: above this batch size the dense B x B path is never chosen
 DENSE_MAX_BATCH = 4096
@@ -97,9 +99,9 @@ def batch_loss(
     tau: float = 1.0,
     num_negatives: int | Literal["batch"] = 1,
     estimator: Estimator = "weighted",
-    psi: str | Psi = "infonce",
+    psi: PsiName | Psi = "infonce",
     detach_weights: bool = True,
-    reduction: Literal["mean", "sum", "none"] = "mean",
+    reduction: Reduction = "mean",
     generator: torch.Generator | None = None,
     backend: Backend = "auto",
     block_size: int | None = None,
@@ -192,7 +194,7 @@ def batch_loss_pairs(
     tau: float = 1.0,
     num_negatives: int | Literal["batch"] = 1,
     estimator: Estimator = "weighted",
-    psi: str | Psi = "infonce",
+    psi: PsiName | Psi = "infonce",
     detach_weights: bool = True,
     generator: torch.Generator | None = None,
     backend: Backend = "auto",

@@ -30,9 +30,14 @@ from ncgeom.losses.eta import Eta, exponential_tilt, tilt_weights
 from ncgeom.losses.psi import Psi, make_psi
 from ncgeom.population.model import FiniteLatentModel
 from ncgeom.validate import require_choice, require_int, require_real
-from ncgeom.vocabulary import SETTINGS, Setting, is_hard, is_supervised
+from ncgeom.vocabulary import SETTINGS, PsiName, Setting, is_hard, is_supervised
 
 __all__ = ["PopulationLoss", "population_loss", "negative_law", "positive_law"]
+
+_PositiveLaw = Literal["label", "instance"]  # x+ from the anchor's class, or x+ = x
+_POSITIVE_LAWS: tuple[_PositiveLaw, ...] = ("label", "instance")
+_Method = Literal["auto", "exact", "mc"]
+_METHODS: tuple[_Method, ...] = ("auto", "exact", "mc")
 
 
 @dataclass(frozen=True)
@@ -87,9 +92,9 @@ def negative_law(model: FiniteLatentModel, setting: Setting, *, eta: Eta | float
     return tilt_weights(eta, z @ z.T, base)
 
 
-def positive_law(model: FiniteLatentModel, positives: Literal["label", "instance"] = "label") -> np.ndarray:
+def positive_law(model: FiniteLatentModel, positives: _PositiveLaw = "label") -> np.ndarray:
     """Law of the positive given each anchor point, [N, N]: the anchor's class law, or the anchor itself."""
-    positives = require_choice("positives", positives, ("label", "instance"))
+    positives = require_choice("positives", positives, _POSITIVE_LAWS)
     n = model.labels.size
     if positives == "instance":
         return np.eye(n)
@@ -134,12 +139,12 @@ def _tuples(r: np.ndarray, k: int, symmetric: bool) -> tuple[np.ndarray, np.ndar
 def population_loss(
     model: FiniteLatentModel,
     setting: Setting,
-    psi: str | Psi = "infonce",
+    psi: PsiName | Psi = "infonce",
     *,
     num_negatives: int,
     eta: Eta | float | None = None,
-    positives: Literal["label", "instance"] = "label",
-    method: Literal["auto", "exact", "mc"] = "auto",
+    positives: _PositiveLaw = "label",
+    method: _Method = "auto",
     rng: np.random.Generator | None = None,
     num_samples: int = 20_000,
     max_exact_terms: int = 1_000_000,
@@ -194,8 +199,8 @@ def population_loss(
         raise ValueError("model must be a FiniteLatentModel")
     setting = require_choice("setting", setting, SETTINGS)
     k = require_int("num_negatives", num_negatives, min_value=1)
-    positives = require_choice("positives", positives, ("label", "instance"))
-    method = require_choice("method", method, ("auto", "exact", "mc"))
+    positives = require_choice("positives", positives, _POSITIVE_LAWS)
+    method = require_choice("method", method, _METHODS)
     num_samples = require_int("num_samples", num_samples, min_value=2)
     max_exact_terms = require_int("max_exact_terms", max_exact_terms, min_value=1)
     if not isinstance(psi, Psi):
@@ -206,8 +211,12 @@ def population_loss(
     neg = negative_law(model, setting, eta=eta_obj)
     pos = positive_law(model, positives)
     anchors = np.flatnonzero(model.probabilities > 0)
-    record = dict(setting=setting, psi=psi.name, num_negatives=k, positives=positives,
-                  eta=None if eta_obj is None else eta_obj.name, beta=None if eta_obj is None else eta_obj.beta)
+    psi_name = psi.name
+
+    def result(value: float, stderr: float, how: str, num_terms: int | None, draws: int | None) -> PopulationLoss:
+        return PopulationLoss(value, stderr, how, num_terms, draws, setting=setting, psi=psi_name, num_negatives=k,
+                              positives=positives, eta=None if eta_obj is None else eta_obj.name,
+                              beta=None if eta_obj is None else eta_obj.beta)
 
     if method != "mc":
         groups = [(x, _grouped(sims[x], pos[x]), _grouped(sims[x], neg[x])) for x in anchors]
@@ -219,16 +228,16 @@ def population_loss(
                 t = vn[idx][None, :, :] - vp[:, None, None]  # [P, T, k]
                 vals = np.asarray(psi(t), dtype=np.float64)
                 total += model.probabilities[x] * float(rp @ vals @ prob)
-            return PopulationLoss(float(total), 0.0, "exact", int(num_terms), None, **record)
+            return result(float(total), 0.0, "exact", int(num_terms), None)
 
     if not isinstance(rng, np.random.Generator):
         raise ValueError("rng must be a numpy.random.Generator for the Monte Carlo method (method='mc', or 'auto' beyond max_exact_terms)")
     draws = rng.choice(z.shape[0], size=num_samples, p=model.probabilities)
     xs, counts = np.unique(draws, return_counts=True)
-    values = []
+    values: list[np.ndarray] = []
     for x, m in zip(xs, counts):
         p_idx = rng.choice(z.shape[0], size=m, p=pos[x])
         n_idx = rng.choice(z.shape[0], size=(m, k), p=neg[x])
         values.append(np.asarray(psi(sims[x, n_idx] - sims[x, p_idx][:, None]), dtype=np.float64))
-    values = np.concatenate(values)
-    return PopulationLoss(float(values.mean()), float(values.std(ddof=1) / math.sqrt(num_samples)), "mc", None, num_samples, **record)
+    samples = np.concatenate(values)
+    return result(float(samples.mean()), float(samples.std(ddof=1) / math.sqrt(num_samples)), "mc", None, num_samples)

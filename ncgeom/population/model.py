@@ -9,9 +9,11 @@ to be in the setting of the theorems.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ncgeom.geometry import simplex_etf
 from ncgeom.validate import require_finite_array, require_int
@@ -28,7 +30,7 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, init=False)
 class FiniteLatentModel:
     """A balanced or unbalanced latent-class model with finitely many embedded points per class.
 
@@ -57,12 +59,20 @@ class FiniteLatentModel:
     (2, 1, [0.5, 0.5])
     """
 
-    points: tuple = field()
-    weights: tuple | None = None
-    prior: np.ndarray | None = None
+    points: tuple[np.ndarray, ...]
+    weights: tuple[np.ndarray, ...]
+    prior: np.ndarray
+    _flat: tuple[np.ndarray, np.ndarray, np.ndarray] = field(init=False, repr=False)
 
-    def __post_init__(self):
-        pts = tuple(np.asarray(p, dtype=np.float64) for p in self.points)
+    def __init__(
+        self,
+        points: Sequence[ArrayLike],
+        weights: Sequence[ArrayLike] | None = None,
+        prior: ArrayLike | None = None,
+    ) -> None:
+        # frozen dataclass with a hand-written __init__: inputs are validated and stored read-only,
+        # so the attributes have one type (arrays) whatever sequences were passed.
+        pts = tuple(np.asarray(p, dtype=np.float64) for p in points)
         if len(pts) < 2:
             raise ValueError(f"points must hold >= 2 classes, got {len(pts)}")
         d = pts[0].shape[-1] if pts[0].ndim == 2 else None
@@ -70,19 +80,19 @@ class FiniteLatentModel:
             if p.ndim != 2 or p.shape[0] < 1 or p.shape[1] < 1 or p.shape[1] != d:
                 raise ValueError(f"points[{c}] must have shape [n_c >= 1, d] with the same d >= 1 for all classes, got {p.shape}")
             require_finite_array(f"points[{c}]", p)
-        if self.weights is None:
+        if weights is None:
             ws = tuple(np.full(p.shape[0], 1.0 / p.shape[0]) for p in pts)
         else:
-            if len(self.weights) != len(pts):
-                raise ValueError(f"weights must hold one array per class ({len(pts)}), got {len(self.weights)}")
-            ws = tuple(np.asarray(w, dtype=np.float64) for w in self.weights)
+            if len(weights) != len(pts):
+                raise ValueError(f"weights must hold one array per class ({len(pts)}), got {len(weights)}")
+            ws = tuple(np.asarray(w, dtype=np.float64) for w in weights)
             for c, (w, p) in enumerate(zip(ws, pts)):
                 if w.shape != (p.shape[0],) or not np.all(np.isfinite(w)) or np.any(w < 0) or abs(w.sum() - 1.0) > _SUM_TOL:
                     raise ValueError(f"weights[{c}] must be a probability vector of shape [{p.shape[0]}] (>= 0, sum 1)")
         c = len(pts)
-        lam = np.full(c, 1.0 / c) if self.prior is None else np.asarray(self.prior, dtype=np.float64)
+        lam = np.full(c, 1.0 / c) if prior is None else np.asarray(prior, dtype=np.float64)
         if lam.shape != (c,) or not np.all(np.isfinite(lam)) or np.any(lam <= 0) or abs(lam.sum() - 1.0) > _SUM_TOL:
-            raise ValueError(f"prior must have shape [{c}], entries > 0 and sum 1, got {self.prior!r}")
+            raise ValueError(f"prior must have shape [{c}], entries > 0 and sum 1, got {prior!r}")
         object.__setattr__(self, "points", tuple(_readonly(p) for p in pts))
         object.__setattr__(self, "weights", tuple(_readonly(w) for w in ws))
         object.__setattr__(self, "prior", _readonly(lam))

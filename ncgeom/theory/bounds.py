@@ -12,6 +12,7 @@ import numpy as np
 from ncgeom.losses.psi import Psi, make_psi
 from ncgeom.theory.closed_forms import nc_value
 from ncgeom.validate import require_int
+from ncgeom.vocabulary import PsiName
 
 __all__ = [
     "scl_lower_bound",
@@ -22,7 +23,7 @@ __all__ = [
 ]
 
 
-def scl_lower_bound(psi: str | Psi = "infonce", *, num_classes: int, num_negatives: int, tau: float = 1.0, margin: float = 1.0) -> float:
+def scl_lower_bound(psi: PsiName | Psi = "infonce", *, num_classes: int, num_negatives: int, tau: float = 1.0, margin: float = 1.0) -> float:
     """Theorem 2 bound: L_SCL(f) >= psi_k(-C/(C-1), ..., -C/(C-1)), attained at NC.
 
     .. math:: L_{\\mathrm{SCL}}(f) \\ge \\psi_k\\big(-\\tfrac{C}{C-1}, \\dots, -\\tfrac{C}{C-1}\\big)
@@ -41,7 +42,7 @@ def scl_lower_bound(psi: str | Psi = "infonce", *, num_classes: int, num_negativ
     return nc_value("scl", psi, num_classes=num_classes, num_negatives=num_negatives, tau=tau, margin=margin)
 
 
-def hscl_lower_bound(psi: str | Psi = "infonce", *, num_classes: int, num_negatives: int, tau: float = 1.0, margin: float = 1.0) -> float:
+def hscl_lower_bound(psi: PsiName | Psi = "infonce", *, num_classes: int, num_negatives: int, tau: float = 1.0, margin: float = 1.0) -> float:
     """Theorems 1 + 2: L_HSCL(f) >= L_SCL(f) >= psi_k(-C/(C-1), ...), for every non-decreasing eta >= 0.
 
     The same number as :func:`scl_lower_bound`; attained at NC, where all eligible negatives have
@@ -50,7 +51,7 @@ def hscl_lower_bound(psi: str | Psi = "infonce", *, num_classes: int, num_negati
     return scl_lower_bound(psi, num_classes=num_classes, num_negatives=num_negatives, tau=tau, margin=margin)
 
 
-def ucl_lower_bound(psi: str | Psi = "infonce", *, num_classes: int, num_negatives: int, tau: float = 1.0, margin: float = 1.0) -> float:
+def ucl_lower_bound(psi: PsiName | Psi = "infonce", *, num_classes: int, num_negatives: int, tau: float = 1.0, margin: float = 1.0) -> float:
     """Theorem 3 bound: L_UCL(f) >= E psi_k(T_1, ..., T_k), T_i i.i.d. 0 w.p. 1/C, -C/(C-1) otherwise.
 
     .. math::
@@ -65,7 +66,7 @@ def ucl_lower_bound(psi: str | Psi = "infonce", *, num_classes: int, num_negativ
     return nc_value("ucl", psi, num_classes=num_classes, num_negatives=num_negatives, tau=tau, margin=margin)
 
 
-def hucl_lower_bound(psi: str | Psi = "infonce", *, num_classes: int, num_negatives: int, tau: float = 1.0, margin: float = 1.0) -> float:
+def hucl_lower_bound(psi: PsiName | Psi = "infonce", *, num_classes: int, num_negatives: int, tau: float = 1.0, margin: float = 1.0) -> float:
     """Theorems 1 + 3: L_HUCL(f) >= L_UCL(f) >= the UCL value at NC. NOT tight.
 
     At NC the tilt raises the collision probability to pi_beta, so L_HUCL(NC) = nc_value("hucl") is
@@ -76,7 +77,7 @@ def hucl_lower_bound(psi: str | Psi = "infonce", *, num_classes: int, num_negati
     return ucl_lower_bound(psi, num_classes=num_classes, num_negatives=num_negatives, tau=tau, margin=margin)
 
 
-def instance_positive_bound(psi: str | Psi = "infonce", *, num_negatives: int, tau: float = 1.0, margin: float = 1.0) -> float:
+def instance_positive_bound(psi: PsiName | Psi = "infonce", *, num_negatives: int, tau: float = 1.0, margin: float = 1.0) -> float:
     """Jensen bound of UCL without conditional independence: L_UCL(f) >= psi_k(-1, ..., -1).
 
     With x+ = x, E<z, z+> = E||z||^2 <= 1 on the ball and E<z, z-> = ||E z||^2 >= 0, so E t_i >= -1 and

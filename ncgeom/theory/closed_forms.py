@@ -25,7 +25,7 @@ from scipy.special import expit, gammaln, logsumexp
 
 from ncgeom.losses.psi import Psi, make_psi
 from ncgeom.validate import require_choice, require_int, require_real
-from ncgeom.vocabulary import PSI_NAMES, SETTINGS, Setting, effective_beta, is_hard, is_supervised
+from ncgeom.vocabulary import PSI_NAMES, SETTINGS, PsiName, Setting, effective_beta, is_hard, is_supervised
 
 __all__ = [
     "MAX_ENUMERATED_NEGATIVES",
@@ -87,16 +87,19 @@ def collision_probability(setting: Setting, *, num_classes: int, beta: float = 0
 
 def _builtin_profile(psi: Psi, k: int, j: np.ndarray, neg: float) -> np.ndarray:
     """psi_k(j zeros, k - j entries ``neg``) for a built-in psi, analytically (log space)."""
+    # the built-ins always carry their parameters: tau (infonce, infonce-mean), margin (triplet)
     if psi.name == "infonce":
         # log(1 + j + (k - j) e^(neg / tau))
+        tau = float(psi.params["tau"])
         with np.errstate(divide="ignore"):
-            return np.logaddexp(np.log1p(j), np.log(k - j) + neg / psi.tau)
+            return np.logaddexp(np.log1p(j), np.log(k - j) + neg / tau)
     if psi.name == "infonce-mean":
         # log(1 + (j + (k - j) e^(neg / tau)) / k)
+        tau = float(psi.params["tau"])
         with np.errstate(divide="ignore"):
-            return np.logaddexp(0.0, np.logaddexp(np.log(j), np.log(k - j) + neg / psi.tau) - math.log(k))
+            return np.logaddexp(0.0, np.logaddexp(np.log(j), np.log(k - j) + neg / tau) - math.log(k))
     # triplet: (1/k) (j max(0, m) + (k - j) max(0, neg + m))
-    m = psi.margin
+    m = float(psi.params["margin"])
     return (j * max(0.0, m) + (k - j) * max(0.0, neg + m)) / k
 
 
@@ -118,7 +121,7 @@ def _is_builtin(psi: Psi) -> bool:
 
 def nc_value(
     setting: Setting,
-    psi: str | Psi = "infonce",
+    psi: PsiName | Psi = "infonce",
     *,
     num_classes: int,
     num_negatives: int,
@@ -245,8 +248,7 @@ def batch_nc_value(
     if counts.ndim != 1 or counts.size < 2 or not np.issubdtype(counts.dtype, np.integer) or np.any(counts < 0):
         raise ValueError(f"class_counts must be a 1-d sequence of >= 2 non-negative integers, got {class_counts!r}")
     whole_batch = isinstance(num_negatives, str) and num_negatives == "batch"
-    if not whole_batch:
-        num_negatives = require_int("num_negatives", num_negatives, min_value=1)
+    fixed_k = None if whole_batch else require_int("num_negatives", num_negatives, min_value=1)
     beta = require_real("beta", beta, min_value=0.0)
     tau = require_real("tau", tau, min_value=0.0, min_inclusive=False)
     c = counts.size
@@ -269,6 +271,6 @@ def batch_nc_value(
             log_rest = np.log(total - n) - b / (c - 1)
         log_norm = np.logaddexp(log_coll, log_rest)
         log_mass = np.logaddexp(log_coll - log_norm, log_rest - log_norm + log_other)
-    log_k = np.log(num_cand) if whole_batch else math.log(num_negatives)
+    log_k = np.log(num_cand) if fixed_k is None else math.log(fixed_k)
     losses = np.logaddexp(0.0, log_k + log_mass)
     return float(math.fsum(pairs * losses) / math.fsum(pairs))

@@ -25,6 +25,7 @@ from ncgeom.vocabulary import (
     PSI_NAMES,
     SETTINGS,
     Normalization,
+    PsiName,
     Setting,
     is_hard,
     is_supervised,
@@ -32,7 +33,9 @@ from ncgeom.vocabulary import (
 
 __all__ = ["Condition", "TheoremApplicability", "ConditionReport", "check_conditions", "POSITIVES"]
 
-POSITIVES: tuple[str, ...] = ("label", "instance", "noise")
+# How x+ is drawn given the anchor x (only ``label`` is conditionally independent given the class).
+PositivePairs = Literal["label", "instance", "noise"]
+POSITIVES: tuple[PositivePairs, ...] = ("label", "instance", "noise")
 
 
 @dataclass(frozen=True)
@@ -140,11 +143,11 @@ def check_conditions(
     *,
     num_classes: int,
     dim: int,
-    psi: str | Psi,
+    psi: PsiName | Psi,
     eta: Eta | float | None = None,
     normalization: Normalization,
     prior=None,
-    positives: Literal["label", "instance", "noise"] = "label",
+    positives: PositivePairs = "label",
     num_negatives: int = 1,
     rng: np.random.Generator | None = None,
 ) -> ConditionReport:

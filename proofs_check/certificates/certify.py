@@ -33,6 +33,7 @@ Sources: theory.md sections 4-6; jiang2025hard, Theorem 2 (SCL) and Theorem 3 (U
 
 from __future__ import annotations
 
+import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -42,19 +43,21 @@ import numpy as np
 from ncgeom.geometry import etf_gram, gram_etf_residual
 from ncgeom.theory import nc_value
 from ncgeom.validate import require_choice, require_real
-from ncgeom.vocabulary import STRICTLY_CONVEX_PSI, is_supervised
+from ncgeom.vocabulary import STRICTLY_CONVEX_PSI, Domain, PsiName, is_supervised
 from proofs_check.certificates.program import (
     GramProgram,
+    ProgramSetting,
     build_cvxpy_problem,
     gram_program,
     program_gradient,
     program_objective,
 )
-from proofs_check.records import CheckResult
+from proofs_check.records import CheckResult, Status
 
 __all__ = ["SolverChoice", "Tolerances", "GramCertificate", "certify_gram_program", "certificate_check"]
 
 SolverChoice = Literal["auto", "clarabel", "scs"]
+SOLVER_CHOICES: tuple[SolverChoice, ...] = ("auto", "clarabel", "scs")
 
 
 @dataclass(frozen=True)
@@ -224,12 +227,12 @@ def _best_multiplier(program: GramProgram, m0: np.ndarray) -> np.ndarray:
 
 
 def certify_gram_program(
-    setting: str,
-    psi: str = "infonce",
+    setting: ProgramSetting,
+    psi: PsiName = "infonce",
     *,
     num_classes: int,
     num_negatives: int,
-    domain: str = "sphere",
+    domain: Domain = "sphere",
     tau: float = 1.0,
     margin: float = 1.0,
     claimed_value: float | None = None,
@@ -260,7 +263,7 @@ def certify_gram_program(
     --------
     C = 4, k = 2, tau = 0.5, UCL, infonce: the optimum is 0.4145938 (theory.md section 6).
     """
-    solver = require_choice("solver", solver, ("auto", "clarabel", "scs"))
+    solver = require_choice("solver", solver, SOLVER_CHOICES)
     program = gram_program(setting, psi, num_classes=num_classes, num_negatives=num_negatives,
                            domain=domain, tau=tau, margin=margin)
     c = program.num_classes
@@ -366,10 +369,8 @@ def certify_gram_program(
     )
 
 
-def certificate_check(setting: str, psi: str = "infonce", **kwargs) -> CheckResult:
+def certificate_check(setting: ProgramSetting, psi: PsiName = "infonce", **kwargs: Any) -> CheckResult:
     """Run :func:`certify_gram_program` and wrap it as a CheckResult (pass / fail / unresolved)."""
-    import time
-
     t0 = time.perf_counter()
     cert = certify_gram_program(setting, psi, **kwargs)
     c, k = kwargs["num_classes"], kwargs["num_negatives"]
@@ -399,6 +400,6 @@ def certificate_check(setting: str, psi: str = "infonce", **kwargs) -> CheckResu
         "solver_status": cert.solver_status, "tolerances": asdict(cert.tolerances), "notes": cert.notes,
         **cert.program,
     }
-    status = "pass" if cert.passed else "fail"
+    status: Status = "pass" if cert.passed else "fail"
     return CheckResult(name, statement, f"cvxpy-{cert.solver.lower()}", status, details,
                        time.perf_counter() - t0, source)

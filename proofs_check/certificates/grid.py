@@ -6,9 +6,9 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ncgeom.vocabulary import DOMAINS
+from ncgeom.vocabulary import DOMAINS, Domain, PsiName
 from proofs_check.certificates.certify import certificate_check
-from proofs_check.certificates.program import PROGRAM_SETTINGS
+from proofs_check.certificates.program import PROGRAM_SETTINGS, ProgramSetting
 from proofs_check.records import CheckResult
 
 __all__ = ["CertificateCase", "certificate_cases", "checks"]
@@ -18,11 +18,11 @@ __all__ = ["CertificateCase", "certificate_cases", "checks"]
 class CertificateCase:
     """One program to certify (arguments of :func:`certificate_check`)."""
 
-    setting: str
-    psi: str
+    setting: ProgramSetting
+    psi: PsiName
     num_classes: int
     num_negatives: int
-    domain: str
+    domain: Domain
     tau: float = 1.0
     margin: float = 1.0
 
@@ -60,7 +60,7 @@ def certificate_cases(*, quick: bool) -> tuple[CertificateCase, ...]:
 
 def checks(*, quick: bool) -> list[Callable[[], CheckResult]]:
     """Zero-argument checkers, one per certificate (``proofs_check`` checker protocol)."""
-    out = []
+    out: list[Callable[[], CheckResult]] = []
     for case in certificate_cases(quick=quick):
         out.append(functools.partial(
             certificate_check, case.setting, case.psi, num_classes=case.num_classes,

@@ -30,7 +30,7 @@ import numpy as np
 
 from ncgeom.losses import make_psi
 from ncgeom.validate import require_choice, require_int, require_real
-from ncgeom.vocabulary import DOMAINS, PSI_NAMES, SETTINGS, Domain, Setting, is_hard, is_supervised
+from ncgeom.vocabulary import DOMAINS, PSI_NAMES, SETTINGS, Domain, PsiName, Setting, is_hard, is_supervised
 
 __all__ = [
     "ProgramSetting",
@@ -57,11 +57,11 @@ class GramProgram:
     (SCL) or M[anchor, anchor] (UCL).
     """
 
-    setting: str
-    psi: str
+    setting: ProgramSetting
+    psi: PsiName
     num_classes: int
     num_negatives: int
-    domain: str
+    domain: Domain
     tau: float
     margin: float
     anchors: np.ndarray = field(repr=False)
@@ -75,7 +75,7 @@ class GramProgram:
 
 def gram_program(
     setting: ProgramSetting,
-    psi: str = "infonce",
+    psi: PsiName = "infonce",
     *,
     num_classes: int,
     num_negatives: int,

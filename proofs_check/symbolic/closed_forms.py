@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import mpmath
 import numpy as np
@@ -151,8 +152,7 @@ def check_nc_value(*, points: Sequence[Mapping] | None = None, psis: Sequence[st
     ``points``: dicts (num_classes, num_negatives, beta, tau, margin) with float64-exact rationals.
     Tolerance 256 eps * max(1, |L|): a log-space binomial sum of at most k + 1 terms in float64.
     """
-    if nc_value is None:
-        nc_value = ncgeom_nc_value
+    evaluate: Callable[..., float] = ncgeom_nc_value if nc_value is None else nc_value
     points = nc_check_points(quick=True) if points is None else points
     eps = np.finfo(np.float64).eps
     worst, failures, count = 0.0, [], 0
@@ -160,7 +160,7 @@ def check_nc_value(*, points: Sequence[Mapping] | None = None, psis: Sequence[st
         for setting in SETTINGS:
             for psi in psis:
                 ref = nc_reference_value(setting, psi, **pt)
-                got = nc_value(setting, psi, **{key: float(v) if key in ("beta", "tau", "margin") else v for key, v in pt.items()})
+                got = evaluate(setting, psi, **{key: float(v) if key in ("beta", "tau", "margin") else v for key, v in pt.items()})
                 err = float(abs(mpmath.mpf(got) - ref)) / max(1.0, float(abs(ref)))
                 worst, count = max(worst, err), count + 1
                 if err > 256 * eps:
@@ -194,7 +194,8 @@ def check_instance_positive_example(*, sizes: Sequence[int] = range(2, 13), nc_f
     theory.md formula (1/C) log 2 + (1 - 1/C) log(1 + e^(-C/(C-1))); numbers 0.32543 / 0.32401 at C = 10.
     """
     formula = nc_formula or (lambda n: sp.log(2) / n + (1 - sp.Integer(1) / n) * sp.log(1 + sp.exp(-sp.Integer(n) / (n - 1))))
-    details, decisions = {}, []
+    details: dict[str, Any] = {}
+    decisions: list[bool | None] = []
     for n in sizes:
         nc = _instance_value(exact_etf_gram(n))
         cp = _instance_value(_cross_polytope_gram(n - 1))

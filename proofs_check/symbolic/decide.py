@@ -20,6 +20,8 @@ from fractions import Fraction
 
 import sympy as sp
 
+from proofs_check.records import Status
+
 __all__ = [
     "DIGITS",
     "WITNESS_THRESHOLD",
@@ -136,7 +138,7 @@ def decide_nonnegative(expr, *, probes: Sequence[Mapping] | None = None) -> tupl
     return None, {"form": str(reduced)}
 
 
-def status_of(decisions: Iterable[bool | None]) -> str:
+def status_of(decisions: Iterable[bool | None]) -> Status:
     """``fail`` if any decision is False, else ``unresolved`` if any is None, else ``pass``."""
     ds = list(decisions)
     if any(d is False for d in ds):

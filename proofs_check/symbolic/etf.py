@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import sympy as sp
 
 from ncgeom.geometry import simplex_etf
-from proofs_check.records import CheckResult, timed
+from proofs_check.records import CheckResult, Status, timed
 from proofs_check.symbolic.decide import VERDICT_WORDS, decide_zero
 
 __all__ = [
@@ -65,7 +66,8 @@ def check_etf_gram_symbolic(*, coefficients: Callable = etf_gram_coefficients) -
         "G 1 = (a + b C) 1 = 0": a + b * c,
         "G v = a v = C/(C-1) v on 1^perp": a - c / (c - 1),
     }
-    details, status = {"a": str(a), "b": str(b)}, "pass"
+    details: dict[str, Any] = {"a": str(a), "b": str(b)}
+    status: Status = "pass"
     for label, residual in identities.items():
         ok, info = decide_zero(residual)
         details[label] = VERDICT_WORDS[ok]

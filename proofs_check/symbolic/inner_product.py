@@ -17,6 +17,7 @@ r a non-negative constant, and tightness at the ETF.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import sympy as sp
 
@@ -63,7 +64,8 @@ def check_negative_similarity_identity(*, sizes: Sequence[int] = (2, 3, 4), dim:
     The identity is a sum over coordinates of the same polynomial identity, so any ``dim`` >= 1 covers
     all dimensions; the default 2 also exercises the cross-coordinate bookkeeping.
     """
-    details, decisions = {"dim": dim}, []
+    details: dict[str, Any] = {"dim": dim}
+    decisions: list[bool | None] = []
     for n in sizes:
         means = class_mean_symbols(n, dim)
         ok, info = decide_zero(mean_negative_similarity(means) - rhs(means))

@@ -32,6 +32,7 @@ import numpy as np
 import sympy as sp
 
 from ncgeom.losses import make_psi
+from ncgeom.vocabulary import PsiName
 from proofs_check.records import CheckResult, timed
 from proofs_check.symbolic.decide import DIGITS, VERDICT_WORDS, WITNESS_THRESHOLD, decide_nonnegative, fmt, status_of
 
@@ -246,7 +247,7 @@ def check_psi_monotone(psi: PsiSpec = "infonce", *, k: int = 2, params: Mapping 
 
 
 @timed
-def check_psi_implementation(name: str = "infonce", *, k: int = 2, tau: float = 0.5, margin: float = 1.0, impl=None, rng: np.random.Generator | None = None, num_points: int = 32) -> CheckResult:
+def check_psi_implementation(name: PsiName = "infonce", *, k: int = 2, tau: float = 0.5, margin: float = 1.0, impl=None, rng: np.random.Generator | None = None, num_points: int = 32) -> CheckResult:
     """ncgeom.losses' psi (or ``impl``) agrees with the theory.md formula evaluated in 50 digits.
 
     Tolerance 64 eps * max(1, |psi|): a handful of float64 roundings in log-sum-exp.

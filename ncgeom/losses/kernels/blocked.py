@@ -126,9 +126,10 @@ def blocked_pass(z, labels, spec: LossSpec, layout: ClassLayout, *, block_size: 
             idx = torch.nonzero(low).reshape(-1)
             sim_rows = zi[idx] @ zs.T
             keep = torch.ones_like(sim_rows, dtype=torch.bool).scatter_(1, excluded[idx], False)
-            for coef, tile, sums, sh in ((alpha, e1, s1, shift), (b, e0, s0, shift0)):
-                if tile is None:
-                    continue
+            fallbacks = [(alpha, e1, s1, shift)]
+            if e0 is not None and s0 is not None:
+                fallbacks.append((b, e0, s0, shift0))
+            for coef, tile, sums, sh in fallbacks:
                 scaled = (sim_rows * coef).masked_fill_(~keep, finfo.min)
                 m = scaled.amax(1)
                 tile[idx] = (scaled - m[:, None]).exp_().masked_fill_(~keep, 0.0)
@@ -136,7 +137,7 @@ def blocked_pass(z, labels, spec: LossSpec, layout: ClassLayout, *, block_size: 
                 sh[idx] = m
         s1c = s1.clamp_min(finfo.tiny)
         lse1 = shift + torch.log(s1c)
-        if e0 is not None:
+        if s0 is not None:  # the hard (beta != 0) part: s0 is None exactly when e0 is
             s0c = s0.clamp_min(finfo.tiny)
             lse0 = shift0 + torch.log(s0c)
         else:
@@ -150,9 +151,9 @@ def blocked_pass(z, labels, spec: LossSpec, layout: ClassLayout, *, block_size: 
         if canon is not None:
             rank = (cols - layout.start[r0:r1, None]) - (cols > rows[:, None]).long()
             index = (canon[r0:r1, None] + rank)[pos]
-            if keep_values:
+            if values is not None:  # keep_values
                 values[index] = vals[pos]
-        if pair_grad is None:
+        if dzs is None:  # no gradient requested (pair_grad is None)
             continue
         sigma = torch.sigmoid(u).masked_fill_(~pos, 0.0)
         if isinstance(pair_grad, float):
