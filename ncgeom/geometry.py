@@ -1,6 +1,6 @@
 """Simplex equiangular tight frames (ETF), their Gram matrix, residuals, and feature normalization.
 
-Source: theory.md section 4 ("Neural collapse"): a unit-norm simplex ETF {v_c} has ||v_c|| = 1,
+Source: docs/theory.md section 4 ("Neural collapse"): a unit-norm simplex ETF {v_c} has ||v_c|| = 1,
 <v_c, v_c'> = -1/(C-1) for c != c', sum_c v_c = 0; it exists iff d >= C-1. Its Gram matrix is
 
 .. math:: G = \\frac{C}{C-1} I - \\frac{1}{C-1} \\mathbf{1}\\mathbf{1}^T,
@@ -32,7 +32,7 @@ def etf_gram(num_classes: int) -> np.ndarray:
     .. math:: G = \\frac{C}{C-1} I - \\frac{1}{C-1} \\mathbf{1}\\mathbf{1}^T
 
     where C = ``num_classes`` >= 2. Example: C = 2 gives [[1, -1], [-1, 1]] (antipodal points).
-    Source: theory.md section 4.
+    Source: docs/theory.md section 4.
     """
     c = require_int("num_classes", num_classes, min_value=2)
     return (c / (c - 1)) * np.eye(c) - np.ones((c, c)) / (c - 1)
@@ -105,7 +105,7 @@ def gram_etf_residual(gram) -> float:
 def etf_residual(vectors) -> float:
     """Frobenius distance ||V V^T - G_ETF||_F of C vectors [C, d] to a unit simplex ETF.
 
-    Zero iff the rows form a unit-norm simplex ETF (theory.md section 4); rotation invariant.
+    Zero iff the rows form a unit-norm simplex ETF (docs/theory.md section 4); rotation invariant.
     Accepts numpy arrays or torch tensors (computed in float64).
     """
     v = _as_float64_numpy(vectors, "vectors")
@@ -125,7 +125,7 @@ def normalize(z, mode: Normalization = "sphere", *, eps: float = 1e-12):
     """Feature normalization of rows of ``z`` [N, d] (numpy array or torch tensor).
 
     - ``none``: z unchanged;
-    - ``ball``: z / max(1, ||z||) (the authors' clipping; theory.md section 1);
+    - ``ball``: z / max(1, ||z||) (the authors' clipping; docs/theory.md section 1);
     - ``sphere``: z / max(||z||, eps), eps > 0 (a zero row stays zero).
 
     The output has the type, dtype and device of the input; torch inputs keep their graph. Values are

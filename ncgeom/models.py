@@ -4,7 +4,7 @@
   layer-peeled model of the neural-collapse literature, e.g. mixon2022neural, fang2021exploring); its
   forward takes sample indices, not inputs.
 - :class:`LinearEncoder`, :class:`MLPEncoder`: maps inputs [N, D] to [N, d].
-- :class:`Normalize`: ``none`` / ``ball`` (z / max(1, ||z||)) / ``sphere`` (z / ||z||), theory.md
+- :class:`Normalize`: ``none`` / ``ball`` (z / max(1, ||z||)) / ``sphere`` (z / ||z||), docs/theory.md
   section 1, via :func:`ncgeom.geometry.normalize`; every encoder ends with one.
 
 Initialization never touches torch's global RNG: weights are created uninitialized and filled from an
@@ -37,7 +37,7 @@ _INITS: tuple[_Init, ...] = ("random", "near_nc")
 
 
 class Normalize(nn.Module):
-    """Feature normalization as a layer: ``none``, ``ball`` or ``sphere`` (theory.md section 1)."""
+    """Feature normalization as a layer: ``none``, ``ball`` or ``sphere`` (docs/theory.md section 1)."""
 
     def __init__(self, mode: Normalization = "sphere"):
         super().__init__()

@@ -1,6 +1,6 @@
 """Theorem 3 needs conditionally independent positives: with instance positives NC is not optimal.
 
-Setting (theory.md section 4, after Theorem 3): infonce, k = 1, tau = 1, instance positives
+Setting (docs/theory.md section 4, after Theorem 3): infonce, k = 1, tau = 1, instance positives
 (x+ = x, so <z, z+> = ||z||^2 = 1 on the sphere), negatives drawn uniformly over the n points of a
 configuration {z_1..z_n} on the unit sphere of R^d (every point carrying mass 1/n):
 
@@ -20,7 +20,7 @@ Checks:
   the sphere in small d; passes if the best value found is below the NC value (an independent,
   numerical confirmation that NC is not optimal); reports it against the cross-polytope.
 
-Sources: theory.md section 4 (Theorem 3, "Without conditional independence"); jiang2025hard, Theorem 3.
+Sources: docs/theory.md section 4 (Theorem 3, "Without conditional independence"); jiang2025hard, Theorem 3.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ __all__ = [
     "checks",
 ]
 
-_SOURCE = "theory.md section 4 (Theorem 3 without conditional independence); jiang2025hard, Theorem 3"
+_SOURCE = "docs/theory.md section 4 (Theorem 3 without conditional independence); jiang2025hard, Theorem 3"
 
 
 
@@ -90,7 +90,7 @@ def instance_positive_loss_exact(points, *, tau=1):
 
 
 def nc_formula(num_classes: int):
-    """(1/C) log 2 + (1 - 1/C) log(1 + e^{-C/(C-1)}) (theory.md section 4), sympy."""
+    """(1/C) log 2 + (1 - 1/C) log(1 + e^{-C/(C-1)}) (docs/theory.md section 4), sympy."""
     import sympy as sp
 
     c = sp.Integer(num_classes)
@@ -98,7 +98,7 @@ def nc_formula(num_classes: int):
 
 
 def cross_polytope_formula(dim: int):
-    """(1/2d)(log 2 + log(1 + e^-2)) + (1 - 1/d) log(1 + e^-1) (theory.md section 4), sympy."""
+    """(1/2d)(log 2 + log(1 + e^-2)) + (1 - 1/d) log(1 + e^-1) (docs/theory.md section 4), sympy."""
     import sympy as sp
 
     d = sp.Integer(dim)
@@ -166,7 +166,7 @@ def check_exact(*, max_classes: int = 12, precision: int = 50, nc_claim: Callabl
     """NC vs cross-polytope, exactly, from the point sets, for C = 2..max_classes.
 
     ``nc_claim(C)`` and ``cross_polytope_claim(d)`` are the claimed closed forms (sympy), by default those
-    of theory.md section 4; the check fails if a configuration's value differs from its claim.
+    of docs/theory.md section 4; the check fails if a configuration's value differs from its claim.
     """
     import mpmath
     import sympy as sp
@@ -187,7 +187,7 @@ def check_exact(*, max_classes: int = 12, precision: int = 50, nc_claim: Callabl
             good = bool(diff > mpmath.mpf(10) ** (-(precision - 10)))
         ok = ok and good and same_nc and same_cp
     anchor = {}
-    if max_classes >= 10:  # theory.md section 4 quotes 0.32543 (NC) and 0.32401 (cross-polytope) at C = 10
+    if max_classes >= 10:  # docs/theory.md section 4 quotes 0.32543 (NC) and 0.32401 (cross-polytope) at C = 10
         anchor = {"nc": rows[10]["nc"], "cross_polytope": rows[10]["cross_polytope"]}
         ok = ok and abs(anchor["nc"] - 0.32543) < 5e-6 and abs(anchor["cross_polytope"] - 0.32401) < 5e-6
     statement = (r"\text{instance positives, infonce, } k=1,\ \tau=1,\ d=C-1:\ "

@@ -1,6 +1,6 @@
 """Harris' inequality and Theorem 1 (tilted >= plain), checked exactly in rational arithmetic.
 
-theory.md section 4, Theorem 1 [claim; proof derived]: given (x, x+), the negatives' similarities
+docs/theory.md section 4, Theorem 1 [claim; proof derived]: given (x, x+), the negatives' similarities
 S_i = <z, z_i-> are i.i.d.; the tilted law has density prod_i eta(S_i) / Z^k with respect to the plain
 one, and psi_k(S - s+ 1) and prod_i eta(S_i) are coordinate-wise non-decreasing, so Harris' inequality
 
@@ -58,7 +58,7 @@ SEED = 20251129
 """Seed of the Generators that :func:`checks` passes to the randomized checkers."""
 
 Law = dict  # {point (tuple of ints): Fraction probability}
-_SOURCE = "theory.md section 4, Theorem 1 (Harris lower bounds); jiang2025hard, Theorem 1"
+_SOURCE = "docs/theory.md section 4, Theorem 1 (Harris lower bounds); jiang2025hard, Theorem 1"
 
 
 def product_law(marginals: Sequence[Sequence[Fraction]]) -> Law:
@@ -123,7 +123,7 @@ def covariance(law: Law, g: dict, h: dict) -> Fraction:
 
 
 def hinge_psi(margin: Fraction = Fraction(1)) -> Callable[[tuple], Fraction]:
-    """The triplet psi (1/k) sum_i max(0, t_i + margin) in exact arithmetic (theory.md section 2)."""
+    """The triplet psi (1/k) sum_i max(0, t_i + margin) in exact arithmetic (docs/theory.md section 2)."""
     return lambda t: sum((max(Fraction(0), x + margin) for x in t), Fraction(0)) / len(t)
 
 
@@ -181,7 +181,7 @@ def etf_model(num_classes: int, copies: int = 2) -> FiniteModel:
 
 
 def model_loss(model: FiniteModel, setting: str, psi: Callable, *, num_negatives: int, eta: Callable | None = None) -> Fraction:
-    """Exact population loss E psi(S_1 - s+, ..., S_k - s+) of a finite model (theory.md section 3).
+    """Exact population loss E psi(S_1 - s+, ..., S_k - s+) of a finite model (docs/theory.md section 3).
 
     ``setting`` is ``scl`` or ``ucl`` (which negatives are eligible); ``eta`` = None is the plain law,
     otherwise the law is tilted by eta(S) (HSCL / HUCL).
@@ -323,7 +323,7 @@ def check_tilted_equality_at_nc(*, sizes: Sequence[int] = (2, 3, 4), num_negativ
         method="exact-fraction",
         status="pass" if ok else "fail",
         details=details,
-        source=_SOURCE + "; theory.md section 4 (HUCL)",
+        source=_SOURCE + "; docs/theory.md section 4 (HUCL)",
     )
 
 

@@ -9,7 +9,7 @@ M = V V^T), label-based positives (<z, z+> = 1) and balanced classes, the HUCL p
         \\psi_k\\big((M_{c c_i} - 1)_i\\big), \\qquad
     q_c(c') = \\frac{e^{\\beta M_{cc'}}}{\\sum_{c''} e^{\\beta M_{cc''}}}
 
-where C = ``num_classes``, k = ``num_negatives``, beta = hardness (exponential tilt, theory.md section 3;
+where C = ``num_classes``, k = ``num_negatives``, beta = hardness (exponential tilt, docs/theory.md section 3;
 negatives from the marginal, so c' = c is a collision with M_cc = 1). At the ETF this is
 ``nc_value("hucl", ...)`` (collision probability pi_beta); Theorem 1 (Harris) gives
 L_HUCL >= L_UCL >= L_UCL(NC) (``nc_value("ucl", ...)``), not tight for beta > 0.
@@ -24,7 +24,7 @@ It also reports the slope of L_HUCL at NC along the equiangular path M(rho) = (1
 negative: there NC is not even a local minimizer over collapsed configurations (e.g. C = 4, k = 1,
 infonce tau = 1: beta_c = 0.87737). [derived; not a statement of the paper]
 
-Sources: theory.md section 4 ("HUCL [claim: open problem]") and section 9, claim 3; jiang2025hard.
+Sources: docs/theory.md section 4 ("HUCL [claim: open problem]") and section 9, claim 3; jiang2025hard.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def critical_beta(*, num_classes: int, num_negatives: int, psi, beta_max: float 
     """Smallest beta at which :func:`equiangular_slope_at_nc` turns negative (bisection), or None.
 
     None means the slope is >= 0 at every grid point up to ``beta_max``; 0.0 means it is already negative
-    at beta = 0 (not expected for convex psi, where NC minimizes UCL: theory.md section 4, Theorem 3).
+    at beta = 0 (not expected for convex psi, where NC minimizes UCL: docs/theory.md section 4, Theorem 3).
 
     Scans beta = 0, 1/16, 1/8, 1/4, ..., up to ``beta_max`` (doubling) for the first negative slope, then
     bisects to ``tol``; assumes one sign change in that bracket. Above it (up to the next sign change,
@@ -285,7 +285,7 @@ def check_hucl(*, num_classes: int = 4, num_negatives: int = 1, num_starts: int 
                  + ",\\ k=" + str(num_negatives) + ")")
     return CheckResult(f"hucl_exploration_C{num_classes}_k{num_negatives}", statement, "numeric-torch-lbfgs", "info",
                        details, time.perf_counter() - t0,
-                       "theory.md section 4 (HUCL open problem), section 9 claim 3; jiang2025hard")
+                       "docs/theory.md section 4 (HUCL open problem), section 9 claim 3; jiang2025hard")
 
 
 def checks(*, quick: bool) -> list[Callable[[], CheckResult]]:

@@ -27,7 +27,7 @@ class CheckResult:
     status : Status
     details : dict      key numbers (JSON-serializable), e.g. values compared, tolerances, gaps
     seconds : float     wall time of the check
-    source : str        where the statement comes from (theory.md section / paper statement)
+    source : str        where the statement comes from (docs/theory.md section / paper statement)
     """
 
     name: str

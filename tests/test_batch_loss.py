@@ -1,4 +1,4 @@
-"""batch_loss (theory.md section 7): dense and blocked backends against a naive float64 loop reference.
+"""batch_loss (docs/theory.md section 7): dense and blocked backends against a naive float64 loop reference.
 
 Order of trust: (1) a python loop over i, j, m of the section 7 formula; (2) agreement of backends and of
 the NC closed form (ncgeom.theory.batch_nc_value); (3) properties (beta = 0, sampled expectation);
@@ -355,7 +355,7 @@ def test_invariances(batch, setting, beta, k):
 
 @given(batches(), st.sampled_from([("hscl", "scl"), ("hucl", "ucl")]), st.floats(0.0, 10.0))
 def test_hard_is_at_least_plain_per_pair(batch, settings, beta):
-    """Batch form of the Harris bound (theory.md section 4, Theorem 1): tilting q_i towards larger S_im
+    """Batch form of the Harris bound (docs/theory.md section 4, Theorem 1): tilting q_i towards larger S_im
     raises E_q[e^{(S_im - S_ij)/tau}] (Chebyshev's sum inequality), so l_ij(hard) >= l_ij(plain)."""
     z, labels, _ = batch
     hard, plain = settings

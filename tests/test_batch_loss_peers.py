@@ -97,7 +97,7 @@ def test_hcl_two_view_batch(beta_theirs, tau, backend):
     v1, v2 = _sphere(batch, dim, 4), _sphere(batch, dim, 5)
     v2 = torch.nn.functional.normalize(v1 + 0.5 * v2, dim=1)  # correlated views
     labels = torch.cat([torch.arange(batch), torch.arange(batch)])
-    beta = beta_theirs / tau  # beta_theirs = beta_ours * tau (theory.md section 3)
+    beta = beta_theirs / tau  # beta_theirs = beta_ours * tau (docs/theory.md section 3)
     cases: tuple[tuple[Setting, bool], ...] = (("hscl", False), ("hucl", True))
     for setting, include_partner in cases:
         a1, a2 = v1.clone().requires_grad_(), v2.clone().requires_grad_()

@@ -1,4 +1,4 @@
-"""Convex certificates (theory.md section 6): program reduction, true claims pass, false claims fail."""
+"""Convex certificates (docs/theory.md section 6): program reduction, true claims pass, false claims fail."""
 
 import itertools
 from typing import Any
@@ -124,7 +124,7 @@ def _sphere_curvature(program, gram) -> float:
 
 
 def test_anchor_ucl_infonce_c4_k2():
-    # theory.md section 6 anchor: UCL, infonce, C = 4, k = 2, tau = 0.5 on the sphere. Every tolerance below
+    # docs/theory.md section 6 anchor: UCL, infonce, C = 4, k = 2, tau = 0.5 on the sphere. Every tolerance below
     # is what the certificate and the solver themselves certify (no digits copied from a run).
     kw: dict[str, Any] = {"num_classes": 4, "num_negatives": 2, "tau": 0.5}
     cert = _certify("ucl", "infonce", domain="sphere", **kw)

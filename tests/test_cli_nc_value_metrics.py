@@ -57,7 +57,7 @@ def assert_usage_error(code, out, err, command, fragment):
 
 # ------------------------------------------------------------------ nc-value
 def binomial_infonce(c, k, p, tau):
-    """sum_j Binom(k, j; p) log(1 + j + (k - j) e^{-C/((C-1) tau)}), theory.md section 5."""
+    """sum_j Binom(k, j; p) log(1 + j + (k - j) e^{-C/((C-1) tau)}), docs/theory.md section 5."""
     j = np.arange(k + 1)
     return float(np.sum(binom.pmf(j, k, p) * np.log1p(j + (k - j) * math.exp(-c / ((c - 1) * tau)))))
 
@@ -72,7 +72,7 @@ def binomial_infonce(c, k, p, tau):
         (["--setting", "scl", "--loss", "infonce-mean", "--classes", "10", "--negatives", "256"],
          math.log1p(math.exp(-10 / 9)), 0.0),  # 0.2846, the authors' baseline
         (["--setting", "ucl", "--loss", "infonce", "--classes", "4", "--negatives", "2", "--tau", "0.5"],
-         0.4145938208, 0.25),  # theory.md section 6 example, also binomial_infonce(4, 2, 1/4, 0.5)
+         0.4145938208, 0.25),  # docs/theory.md section 6 example, also binomial_infonce(4, 2, 1/4, 0.5)
         (["--setting", "scl", "--loss", "triplet", "--classes", "3", "--negatives", "4", "--margin", "2"],
          2 - 3 / 2, 0.0),
         (["--setting", "scl", "--loss", "triplet", "--classes", "3", "--negatives", "4"], 0.0, 0.0),

@@ -1,4 +1,4 @@
-"""Theorem 3 without conditional independence: the cross-polytope beats NC (theory.md section 4)."""
+"""Theorem 3 without conditional independence: the cross-polytope beats NC (docs/theory.md section 4)."""
 
 import math
 from typing import Any

@@ -1,4 +1,4 @@
-"""Tests of ncgeom.geometry: ETF identities (theory.md section 4), residuals, normalization."""
+"""Tests of ncgeom.geometry: ETF identities (docs/theory.md section 4), residuals, normalization."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""HUCL exploration (theory.md section 4, open problem): the loss, its cross-checks, the record."""
+"""HUCL exploration (docs/theory.md section 4, open problem): the loss, its cross-checks, the record."""
 
 import itertools
 import json

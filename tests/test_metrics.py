@@ -1,4 +1,4 @@
-"""Tests of ncgeom.metrics (theory.md section 8), in order of trust:
+"""Tests of ncgeom.metrics (docs/theory.md section 8), in order of trust:
 
 1. exact configurations computed by hand (NC in d = C-1 and rotated in larger d; C = 2 antipodal; a
    3-class example worked out on paper below) and a naive loop reference of every formula;
@@ -50,7 +50,7 @@ def nc_data(counts, dim, *, rng, radius=1.0, noise=0.0):
 
 
 def naive(z, y):
-    """Loop implementation of theory.md section 8, written from the formulas, not from the package."""
+    """Loop implementation of docs/theory.md section 8, written from the formulas, not from the package."""
     z, y = np.asarray(z, float), np.asarray(y)
     classes = sorted(set(y.tolist()))
     c, (n, d) = len(classes), z.shape

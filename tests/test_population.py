@@ -1,4 +1,4 @@
-"""Tests of ncgeom.population: exact population losses (theory.md section 3) and the theorems on them."""
+"""Tests of ncgeom.population: exact population losses (docs/theory.md section 3) and the theorems on them."""
 
 import itertools
 import math
@@ -153,7 +153,7 @@ def _interval_model(points, num_classes):
 
 @pytest.mark.parametrize("c", [2, 3, 10])
 def test_instance_positive_counterexample(c):
-    """theory.md section 4: with x+ = x, the cross-polytope beats NC for C >= 3 (equal at C = 2)."""
+    """docs/theory.md section 4: with x+ = x, the cross-polytope beats NC for C >= 3 (equal at C = 2)."""
     d = c - 1
     cross = _interval_model(np.concatenate([np.eye(d), -np.eye(d)]), c)
     assert_allclose(cross.probabilities.sum(), 1.0, rtol=1e-15)

@@ -1,4 +1,4 @@
-"""Tests of the psi family, eta hardening and the property checkers (theory.md sections 2-3)."""
+"""Tests of the psi family, eta hardening and the property checkers (docs/theory.md sections 2-3)."""
 
 import math
 from typing import Any
@@ -30,7 +30,7 @@ RTOL = 64 * EPS  # a handful of elementary operations in float64
 
 
 def _naive(name, t, tau, margin):
-    """Loop reference of theory.md section 2, one row of t at a time."""
+    """Loop reference of docs/theory.md section 2, one row of t at a time."""
     k = len(t)
     if name == "infonce":
         return math.log(1 + sum(math.exp(ti / tau) for ti in t))

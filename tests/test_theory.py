@@ -1,4 +1,4 @@
-"""Tests of ncgeom.theory: NC closed forms (theory.md sections 5, 7), bounds, theorem conditions."""
+"""Tests of ncgeom.theory: NC closed forms (docs/theory.md sections 5, 7), bounds, theorem conditions."""
 
 import math
 from typing import Any
@@ -33,7 +33,7 @@ RTOL = 1e-12
 
 
 def _naive_nc(setting, name, c, k, beta, tau, margin):
-    """Direct float64 loop over j of theory.md section 5, from the collision probability by its definition."""
+    """Direct float64 loop over j of docs/theory.md section 5, from the collision probability by its definition."""
     if setting in ("scl", "hscl"):
         p = 0.0
     elif setting == "ucl":
@@ -56,7 +56,7 @@ def test_nc_value_matches_naive_sum(setting, params, c, beta):
 
 
 def test_section5_and_section6_examples():
-    # theory.md section 5: infonce-mean, tau = 1, SCL, C = 10 -> log(1 + e^(-10/9)) = 0.2846 (any k).
+    # docs/theory.md section 5: infonce-mean, tau = 1, SCL, C = 10 -> log(1 + e^(-10/9)) = 0.2846 (any k).
     for k in (1, 256):
         v = nc_value("scl", "infonce-mean", num_classes=10, num_negatives=k)
         assert_allclose(v, math.log1p(math.exp(-10 / 9)), rtol=4 * EPS)
@@ -171,7 +171,7 @@ def test_invalid_arguments():
 
 
 def _naive_batch(setting, counts, k, beta, tau, dim_extra=1):
-    """Loop implementation of the weighted estimator (theory.md section 7) on an exact NC batch."""
+    """Loop implementation of the weighted estimator (docs/theory.md section 7) on an exact NC batch."""
     c = len(counts)
     v = simplex_etf(c, c - 1 + dim_extra, rng=np.random.default_rng(0))
     y = np.repeat(np.arange(c), counts)
@@ -209,7 +209,7 @@ def test_bounds():
     # Each bound against its formula written out here (the bounds delegate to nc_value, so comparing
     # them with nc_value alone would test nothing). C = 6, k = 3, tau = 0.5: t_neg / tau = -12/5.
     kw: dict[str, Any] = dict(num_classes=6, num_negatives=3, tau=0.5)
-    scl = math.log1p(3 * math.exp(-12 / 5))  # theory.md section 5, infonce SCL
+    scl = math.log1p(3 * math.exp(-12 / 5))  # docs/theory.md section 5, infonce SCL
     assert_allclose([scl_lower_bound(**kw), hscl_lower_bound(**kw)], [scl, scl], rtol=4 * EPS)
     # Theorem 3: sum_j Binom(3, j) (1/6)^j (5/6)^(3-j) log(1 + j + (3 - j) e^(-12/5)).
     ucl = sum(math.comb(3, j) * (1 / 6) ** j * (5 / 6) ** (3 - j) * math.log(1 + j + (3 - j) * math.exp(-12 / 5)) for j in range(4))

@@ -1,4 +1,4 @@
-"""Triton backend of batch_loss (theory.md section 7).
+"""Triton backend of batch_loss (docs/theory.md section 7).
 
 On the CPU the kernels run in Triton's interpreter: TRITON_INTERPRET=1 must be set before triton is
 imported, so these checks run in a subprocess (tiny sizes: the interpreter is slow). The GPU tests run

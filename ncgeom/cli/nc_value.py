@@ -1,4 +1,4 @@
-"""``ncgeom nc-value``: the exact population loss at neural collapse (theory.md section 5).
+"""``ncgeom nc-value``: the exact population loss at neural collapse (docs/theory.md section 5).
 
 Example::
 
@@ -25,12 +25,12 @@ def register(subparsers) -> None:
     """Add the ``nc-value`` subcommand to ``subparsers``."""
     p = subparsers.add_parser(
         "nc-value",
-        help="population loss at neural collapse (closed form, theory.md section 5)",
+        help="population loss at neural collapse (closed form, docs/theory.md section 5)",
         description="Exact population loss at neural collapse (unit simplex ETF, balanced classes): "
         "sum_j Binom(k, j; p) psi(j zeros, k-j entries -C/(C-1)), p the collision probability.",
     )
-    p.add_argument("--setting", required=True, choices=SETTINGS, help="negative law (theory.md section 3)")
-    p.add_argument("--loss", required=True, choices=PSI_NAMES, help="psi_k (theory.md section 2)")
+    p.add_argument("--setting", required=True, choices=SETTINGS, help="negative law (docs/theory.md section 3)")
+    p.add_argument("--loss", required=True, choices=PSI_NAMES, help="psi_k (docs/theory.md section 2)")
     p.add_argument("--classes", required=True, type=int, metavar="C", help="number of classes C >= 2")
     p.add_argument("--negatives", required=True, type=int, metavar="K", help="negatives per anchor k >= 1")
     p.add_argument("--beta", type=float, default=0.0, metavar="B", help="hardness beta >= 0 (default 0)")

@@ -1,12 +1,12 @@
 """Data for the experiments: the latent-class model, positives, class-balanced batches, digits.
 
 - :mod:`ncgeom.data.mixture`: C latent classes with a prior, inputs from a Gaussian mixture in R^D
-  (theory.md section 1), train/test splits as a frozen :class:`LabeledData`.
+  (docs/theory.md section 1), train/test splits as a frozen :class:`LabeledData`.
 - :mod:`ncgeom.data.positives`: label-based positives (an independent draw from the same class) and
-  additive-Gaussian-noise positives x+ = x + sigma_p * eps (theory.md section 3), and the two-view
+  additive-Gaussian-noise positives x+ = x + sigma_p * eps (docs/theory.md section 3), and the two-view
   (SimCLR-style) batch that feeds noise positives to the label-based batch loss.
 - :mod:`ncgeom.data.batches`: class-balanced batch sampling.
-- :mod:`ncgeom.data.digits`: scikit-learn's bundled digits (offline real data, theory.md section 9 claim 5).
+- :mod:`ncgeom.data.digits`: scikit-learn's bundled digits (offline real data, docs/theory.md section 9 claim 5).
 
 All randomness comes from an explicit ``numpy.random.Generator`` (``rng=``) or ``torch.Generator``
 (``generator=``).

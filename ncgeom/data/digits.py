@@ -1,6 +1,6 @@
 """scikit-learn's bundled digits (8x8 images, 10 classes, 1797 samples; no download).
 
-Offline real data for theory.md section 9, claim 5. Pixels are standardized with the train split's
+Offline real data for docs/theory.md section 9, claim 5. Pixels are standardized with the train split's
 per-pixel mean and standard deviation; the split is stratified and drawn from ``rng``.
 """
 

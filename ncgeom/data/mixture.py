@@ -1,4 +1,4 @@
-"""The latent-class model with Gaussian-mixture inputs (theory.md section 1).
+"""The latent-class model with Gaussian-mixture inputs (docs/theory.md section 1).
 
 Class c in {0..C-1} has prior lambda_c; an input of class c is
 

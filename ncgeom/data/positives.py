@@ -1,8 +1,8 @@
-"""Positive pairs (theory.md section 3): label-based or additive Gaussian noise.
+"""Positive pairs (docs/theory.md section 3): label-based or additive Gaussian noise.
 
 - **label-based**: x+ is an independent draw from the anchor's class (conditionally independent of x
   given the class), the assumption of jiang2025hard, Theorem 3 (UCL). In a batch this is what the
-  label-based batch loss does already: P(i) = {j != i : y_j = y_i} (theory.md section 7).
+  label-based batch loss does already: P(i) = {j != i : y_j = y_i} (docs/theory.md section 7).
 - **noise** (augmentation): x+ = x + sigma_p * eps, eps ~ N(0, I_D), NOT conditionally independent
   given the class. It enters the label-based batch loss as a two-view batch [x; x+] whose "labels" are
   instance ids (SimCLR-style): each sample's only positive is its noisy copy. The NC metrics must
@@ -55,7 +55,7 @@ def label_positives(x, labels, *, rng: np.random.Generator) -> np.ndarray:
 
 
 def noise_positives(x, *, scale: float, rng=None, generator=None):
-    """x+ = x + sigma_p * eps, eps ~ N(0, I) (theory.md section 3).
+    """x+ = x + sigma_p * eps, eps ~ N(0, I) (docs/theory.md section 3).
 
     Parameters
     ----------

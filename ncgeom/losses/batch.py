@@ -1,4 +1,4 @@
-"""Batch contrastive losses SCL / HSCL / UCL / HUCL on a mini-batch (theory.md section 7).
+"""Batch contrastive losses SCL / HSCL / UCL / HUCL on a mini-batch (docs/theory.md section 7).
 
 Public entry points: :func:`batch_loss` (a scalar, or per-pair values) and :func:`batch_loss_pairs`
 (per-pair values with their (i, j) indices, a :class:`PairLosses` record). The computation is done by
@@ -49,7 +49,7 @@ DENSE_MAX_BATCH = 4096
 
 @dataclass(frozen=True)
 class PairLosses:
-    """Per-pair values of a batch loss, with their indices (theory.md section 7, reduction "none").
+    """Per-pair values of a batch loss, with their indices (docs/theory.md section 7, reduction "none").
 
     Attributes
     ----------
@@ -106,7 +106,7 @@ def batch_loss(
     backend: Backend = "auto",
     block_size: int | None = None,
 ) -> torch.Tensor:
-    """Batch estimator of the SCL / HSCL / UCL / HUCL loss (theory.md section 7; jiang2025hard).
+    """Batch estimator of the SCL / HSCL / UCL / HUCL loss (docs/theory.md section 7; jiang2025hard).
 
     With S = Z Z^T, for anchor i, positive j in P(i) = {j != i : y_j = y_i} and candidate negatives
     N(i) = {m : y_m != y_i} (SCL, HSCL) or {m != i} (UCL, HUCL), tilt weights
@@ -169,7 +169,7 @@ def batch_loss(
     Anchors with no positive or no negative contribute nothing. Everything is computed in log space
     (masked log-sum-exp with finfo sentinels): for beta in [0, 100], tau in [0.01, 10] and float32
     inputs on the sphere or the ball the loss and the gradient are finite. At an exact NC batch the
-    SCL/HSCL value is log(1 + k e^{-C/((C-1) tau)}) (theory.md section 7).
+    SCL/HSCL value is log(1 + k e^{-C/((C-1) tau)}) (docs/theory.md section 7).
 
     Examples
     --------
@@ -202,7 +202,7 @@ def batch_loss_pairs(
 ) -> PairLosses:
     """Per-pair values l_ij with their indices (i, j) (and drawn negatives), as a :class:`PairLosses`.
 
-    Same arguments and formula as :func:`batch_loss` (theory.md section 7), without ``reduction``.
+    Same arguments and formula as :func:`batch_loss` (docs/theory.md section 7), without ``reduction``.
     ``PairLosses.values`` equals ``batch_loss(..., reduction="none")``.
     """
     return _compute(z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, "none",
@@ -289,7 +289,7 @@ def _validate(z, labels, setting, beta, tau, num_negatives, estimator, psi, deta
         psi = make_psi(require_choice("psi", psi, PSI_NAMES), tau=tau)
     if estimator == "weighted" and not (psi.builtin and psi.name == "infonce" and psi.tau == tau):
         raise ValueError(
-            "psi must be 'infonce' (with the same tau) for estimator='weighted' (theory.md section 7); "
+            "psi must be 'infonce' (with the same tau) for estimator='weighted' (docs/theory.md section 7); "
             f"got {psi.name!r} with params {psi.params} and tau={tau}: use estimator='sampled' for other psi"
         )
     if not isinstance(detach_weights, bool):

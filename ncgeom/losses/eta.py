@@ -1,4 +1,4 @@
-"""Hardening functions eta (theory.md section 3).
+"""Hardening functions eta (docs/theory.md section 3).
 
 Hard negatives are drawn from q(x^-) proportional to eta(<f(x), f(x^-)>) p(x^-), with eta: R -> [0, inf)
 non-decreasing. The built-in is exponential tilting
@@ -54,7 +54,7 @@ class Eta:
 
 
 def exponential_tilt(beta: float = 0.0) -> Eta:
-    """eta(s) = exp(beta * s), beta >= 0 (theory.md section 3). beta = 0 is no hardening."""
+    """eta(s) = exp(beta * s), beta >= 0 (docs/theory.md section 3). beta = 0 is no hardening."""
     beta = require_real("beta", beta, min_value=0.0)
     return Eta("exponential", lambda s: beta * s, beta=beta, builtin=True)
 

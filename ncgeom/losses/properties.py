@@ -1,6 +1,6 @@
 """Numerical checkers for the hypotheses of the theorems: psi convex, psi and eta non-decreasing.
 
-theory.md sections 2-4: Theorem 1 needs psi argument-wise non-decreasing and eta non-decreasing and
+docs/theory.md sections 2-4: Theorem 1 needs psi argument-wise non-decreasing and eta non-decreasing and
 non-negative; Theorems 2-3 also need psi convex. These checkers sample random points (from an explicit
 Generator) and test the defining inequalities; on failure they return the witness, the point where the
 inequality is violated, so that the user sees *why*. A numerical pass is evidence, not proof; the

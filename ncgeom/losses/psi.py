@@ -1,4 +1,4 @@
-"""The loss family psi_k (theory.md section 2).
+"""The loss family psi_k (docs/theory.md section 2).
 
 A contrastive loss with k negatives is l_k = psi_k(t_1, ..., t_k), t_i = <z, z_i^-> - <z, z^+>, with
 psi_k convex and non-decreasing in every argument (jiang2025hard, "general loss functions").
@@ -51,7 +51,7 @@ class Psi:
         The parameters (``tau``, ``margin``) that ``func`` closes over, for records and reports.
     symmetric : bool
         True if psi_k is invariant under permutations of its arguments (all built-ins are). The
-        closed forms of theory.md section 5 use this.
+        closed forms of docs/theory.md section 5 use this.
     builtin : bool
         True for the three built-ins (whose convexity and monotonicity are proven); user psi must be
         checked with :func:`ncgeom.losses.check_convex` and :func:`ncgeom.losses.check_monotone`.
@@ -102,7 +102,7 @@ def _logaddexp0(x):
 
 
 def infonce(*, tau: float = 1.0) -> Psi:
-    """InfoNCE with k negatives: psi_k(t) = log(1 + sum_i exp(t_i / tau)) (theory.md section 2).
+    """InfoNCE with k negatives: psi_k(t) = log(1 + sum_i exp(t_i / tau)) (docs/theory.md section 2).
 
     Example: with k = 1, tau = 1, t = 0 the value is log 2.
     """
@@ -117,7 +117,7 @@ def infonce(*, tau: float = 1.0) -> Psi:
 def infonce_mean(*, tau: float = 1.0) -> Psi:
     """InfoNCE, mean form: psi_k(t) = log(1 + (1/k) sum_i exp(t_i / tau)) (the authors' code).
 
-    theory.md section 2 [code]: the authors train with tau = 1 and k = 256.
+    docs/theory.md section 2 [code]: the authors train with tau = 1 and k = 256.
     """
     tau = require_real("tau", tau, min_value=0.0, min_inclusive=False)
 
@@ -131,7 +131,7 @@ def infonce_mean(*, tau: float = 1.0) -> Psi:
 def triplet(*, margin: float = 1.0) -> Psi:
     """Triplet hinge, averaged over negatives: psi_k(t) = (1/k) sum_i max(0, t_i + margin).
 
-    Convex and non-decreasing but not strictly convex (theory.md section 2). At an SCL NC point its
+    Convex and non-decreasing but not strictly convex (docs/theory.md section 2). At an SCL NC point its
     value is max(0, margin - C/(C-1)).
     """
     margin = require_real("margin", margin)

@@ -1,4 +1,4 @@
-"""Neural-collapse (NC) and dimensional-collapse (DC) metrics (theory.md section 8).
+"""Neural-collapse (NC) and dimensional-collapse (DC) metrics (docs/theory.md section 8).
 
 Every metric is a pure function ``metric(z, labels)`` of embeddings z [N, d] (numpy array or torch
 tensor; computed in float64) and integer labels [N] (any values; the classes are the sorted distinct

@@ -1,10 +1,10 @@
 """Neural-collapse metrics on class means: the NC conditions, NC1 and the distance to a simplex ETF.
 
-theory.md section 8. Every function takes ``(z, labels)`` with z [N, d] (numpy or torch, computed in
+docs/theory.md section 8. Every function takes ``(z, labels)`` with z [N, d] (numpy or torch, computed in
 float64) and integer labels [N]; see :mod:`ncgeom.metrics.groups` for the validation rules.
 Conventions (docs/conventions.md, "Metrics"): mu_G is the UNWEIGHTED mean of the class means; NC1 is
 divided by C and uses the pseudo-inverse; ``within_class`` is a mean of norms, not of squared norms.
-The first three conditions use the raw class means (the NC definition of theory.md section 4: unit
+The first three conditions use the raw class means (the NC definition of docs/theory.md section 4: unit
 norm, centred at the origin), not means re-centred at mu_G as Papyan et al.'s equinorm does.
 
 Undefined cases return NaN rather than a number that would read as a verdict: a class mean equal to 0
@@ -82,12 +82,12 @@ def _etf_distance(g: _Groups) -> float:
 
 
 def unit_norm(z, labels, *, num_classes: int | None = None) -> float:
-    """Mean distance of the class-mean norms to 1 (theory.md section 8 [code]).
+    """Mean distance of the class-mean norms to 1 (docs/theory.md section 8 [code]).
 
     .. math:: \\mathrm{unit\\_norm} = \\frac{1}{C} \\sum_{c=1}^C \\big|\\, \\|\\mu_c\\| - 1 \\big|
 
     where mu_c are the class means of ``z`` [N, d] grouped by ``labels`` [N] and C the number of
-    classes. Zero at NC with a unit ETF (theory.md section 4). Not scale invariant by design: it
+    classes. Zero at NC with a unit ETF (docs/theory.md section 4). Not scale invariant by design: it
     checks the unit radius that ball/sphere normalisation makes optimal.
 
     Examples
@@ -99,7 +99,7 @@ def unit_norm(z, labels, *, num_classes: int | None = None) -> float:
 
 
 def zero_sum(z, labels, *, num_classes: int | None = None) -> float:
-    """Norm of the unweighted mean of the class means (theory.md section 8 [code]).
+    """Norm of the unweighted mean of the class means (docs/theory.md section 8 [code]).
 
     .. math:: \\mathrm{zero\\_sum} = \\Big\\| \\frac{1}{C} \\sum_{c=1}^C \\mu_c \\Big\\| = \\|\\mu_G\\|
 
@@ -119,7 +119,7 @@ def equal_inner_product(z, labels, *, num_classes: int | None = None) -> float:
     .. math:: \\mathrm{equal\\_inner\\_product} = \\frac{1}{C(C-1)} \\sum_{c \\ne c'}
         \\Big| \\cos(\\mu_c, \\mu_{c'}) + \\frac{1}{C-1} \\Big|
 
-    (theory.md section 8 [code]; the absolute form of papyan2020prevalence, Fig. 4). Zero iff the
+    (docs/theory.md section 8 [code]; the absolute form of papyan2020prevalence, Fig. 4). Zero iff the
     class means are equiangular at the ETF angle. The absolute value matters: the signed mean used by
     nc-toolbox is identically 0 for every equal-norm configuration that sums to 0, ETF or not
     (docs/conventions.md). Cosines of the raw (not re-centred) means.
@@ -140,7 +140,7 @@ def within_class(z, labels, *, num_classes: int | None = None) -> float:
     .. math:: \\mathrm{within\\_class} = \\frac{1}{C} \\sum_{c=1}^C \\frac{1}{n_c}
         \\sum_{i : y_i = c} \\| z_i - \\mu_c \\|
 
-    (theory.md section 8 [code]). A norm, NOT squared; each class weighs 1/C whatever its size.
+    (docs/theory.md section 8 [code]). A norm, NOT squared; each class weighs 1/C whatever its size.
     Zero iff every sample sits on its class mean (NC1 in its strict form).
 
     Examples
@@ -159,7 +159,7 @@ def nc1(z, labels, *, num_classes: int | None = None) -> float:
         \\Sigma_B = \\frac1C \\sum_c (\\mu_c - \\mu_G)(\\mu_c - \\mu_G)^T
 
     where mu_G = (1/C) sum_c mu_c (UNWEIGHTED) and + is the Moore-Penrose pseudo-inverse
-    (theory.md section 8). For noisy ETF data (class means on an ETF of radius r, isotropic noise of
+    (docs/theory.md section 8). For noisy ETF data (class means on an ETF of radius r, isotropic noise of
     standard deviation sigma, d >= C) the population value is sigma^2 (C-1)^2 / (C r^2).
     Papyan et al.'s Colab omits the 1/C (its value is C times this one); tding1/Neural-Collapse uses
     the sample-weighted mu_G (docs/conventions.md).
@@ -190,7 +190,7 @@ def etf_distance(z, labels, *, num_classes: int | None = None) -> float:
         - \\frac{I - \\mathbf{1}\\mathbf{1}^T / C}{\\sqrt{C-1}} \\Big\\|_F,\\qquad
         G_{cc'} = \\langle \\mu_c - \\mu_G, \\mu_{c'} - \\mu_G \\rangle
 
-    (theory.md section 8; the form of tding1/Neural-Collapse and rhubarbwu's ``simplex_etf_error``,
+    (docs/theory.md section 8; the form of tding1/Neural-Collapse and rhubarbwu's ``simplex_etf_error``,
     not squared). Scale invariant and zero iff the centred means form a simplex ETF of any radius;
     at most 2.
 

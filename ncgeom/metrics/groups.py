@@ -101,7 +101,7 @@ def class_means(z, labels, *, num_classes: int | None = None) -> np.ndarray:
     .. math:: \\mu_c = \\frac{1}{n_c} \\sum_{i : y_i = c} z_i
 
     where z_i = ``z[i]`` [N, d], y_i = ``labels[i]`` [N] and n_c the number of samples of class c
-    (theory.md section 8). Row c belongs to the c-th smallest distinct label (``np.unique(labels)``),
+    (docs/theory.md section 8). Row c belongs to the c-th smallest distinct label (``np.unique(labels)``),
     or to label c when ``num_classes`` is given (then the labels must be 0..C-1, all present).
 
     Examples

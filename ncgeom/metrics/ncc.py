@@ -1,4 +1,4 @@
-"""Nearest-class-mean accuracy with the inner product (theory.md section 8 [code])."""
+"""Nearest-class-mean accuracy with the inner product (docs/theory.md section 8 [code])."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def ncc_accuracy(
     .. math:: \\hat y_i = \\operatorname*{arg\\,max}_c \\langle z_i, \\mu_c \\rangle,\\qquad
         \\mathrm{ncc\\_accuracy} = \\frac1N \\sum_i [\\hat y_i = y_i]
 
-    (theory.md section 8 [code]: the authors' downstream metric). The inner product, not the
+    (docs/theory.md section 8 [code]: the authors' downstream metric). The inner product, not the
     Euclidean distance: on the sphere they agree only when the class means have equal norms.
     Ties go to the first class (sorted label order, or the first row of ``class_means``).
 

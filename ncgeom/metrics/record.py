@@ -1,4 +1,4 @@
-"""All metrics of theory.md section 8 at once, as one frozen record whose fields are the JSON keys."""
+"""All metrics of docs/theory.md section 8 at once, as one frozen record whose fields are the JSON keys."""
 
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ METRIC_NAMES: tuple[str, ...] = (
     "rankme",
     "ncc_accuracy",
 )
-"""The metric names of theory.md section 8, in order: the JSON keys of :meth:`NCMetrics.to_dict`."""
+"""The metric names of docs/theory.md section 8, in order: the JSON keys of :meth:`NCMetrics.to_dict`."""
 
 
 @dataclass(frozen=True)
 class NCMetrics:
-    """The NC / DC metrics of one set of embeddings (theory.md section 8).
+    """The NC / DC metrics of one set of embeddings (docs/theory.md section 8).
 
     Each field is documented by the function of the same name in :mod:`ncgeom.metrics`;
     ``spectrum`` is a tuple of floats (descending, ``spectrum[0] == 1``). A metric that is undefined
@@ -47,7 +47,7 @@ class NCMetrics:
     ncc_accuracy: float
 
     def to_dict(self) -> dict:
-        """``{name: value}`` with exactly the keys of theory.md section 8, ``spectrum`` as a list.
+        """``{name: value}`` with exactly the keys of docs/theory.md section 8, ``spectrum`` as a list.
 
         Values are Python floats; NaN stays NaN here. :func:`ncgeom.atomic_io.dumps_json` (and every
         writer of ncgeom) turns it into null, which :meth:`from_dict` reads back as NaN.
@@ -75,7 +75,7 @@ class NCMetrics:
 
 
 def nc_metrics(z, labels, *, num_classes: int | None = None) -> NCMetrics:
-    """Compute every metric of theory.md section 8 on ``z`` [N, d] with ``labels`` [N].
+    """Compute every metric of docs/theory.md section 8 on ``z`` [N, d] with ``labels`` [N].
 
     Validates once (rules of :func:`ncgeom.metrics.class_means`), then evaluates each metric exactly
     as its function does; ``nc_metrics(z, y).nc1 == nc1(z, y)`` etc.

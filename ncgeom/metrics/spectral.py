@@ -1,6 +1,6 @@
 """Dimensional-collapse diagnostics: the class-mean covariance spectrum and RankMe.
 
-theory.md section 8. ``spectrum`` follows the authors' code (np.cov of the class means: centred,
+docs/theory.md section 8. ``spectrum`` follows the authors' code (np.cov of the class means: centred,
 divided by C-1); ``rankme`` follows garrido2023rankme (singular values sigma, not sigma^2, of the RAW,
 uncentred and not re-normalised embedding matrix, eps = 1e-7). Peers differ on all four choices
 (docs/conventions.md, "Metrics").
@@ -47,7 +47,7 @@ def spectrum(z, labels, *, num_classes: int | None = None) -> np.ndarray:
         \\frac{1}{C-1} \\sum_c (\\mu_c - \\mu_G)(\\mu_c - \\mu_G)^T = \\texttt{np.cov}(M^T)
 
     where M = [mu_c] [C, d] are the class means of ``z`` [N, d] grouped by ``labels`` and mu_G their
-    unweighted mean (theory.md section 8 [code]; jing2022understanding plots the log of such a
+    unweighted mean (docs/theory.md section 8 [code]; jing2022understanding plots the log of such a
     spectrum). Flat (all 1) at NC, in any d >= C-1; dimensional collapse (DC) shows as a tail of values
     orders of magnitude below 1.
 

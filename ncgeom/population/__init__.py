@@ -1,4 +1,4 @@
-"""Population losses of finite latent-class models, exactly or by Monte Carlo (theory.md section 3).
+"""Population losses of finite latent-class models, exactly or by Monte Carlo (docs/theory.md section 3).
 
 Submodules: ``model`` (the latent-class model and its constructors), ``loss`` (the four losses).
 """

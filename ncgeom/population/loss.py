@@ -1,4 +1,4 @@
-"""Population losses L_SCL, L_HSCL, L_UCL, L_HUCL of a finite latent-class model (theory.md section 3).
+"""Population losses L_SCL, L_HSCL, L_UCL, L_HUCL of a finite latent-class model (docs/theory.md section 3).
 
 .. math::
 
@@ -8,7 +8,7 @@
 where the anchor x follows the marginal sum_c lambda_c p(x | c); the positive is an independent draw
 from the anchor's class (``positives="label"``) or the anchor itself (``"instance"``); and the negative
 law q_S is p(x- | c- != c) (SCL), the marginal p (UCL), or those reweighted by eta(<z, z->) (HSCL,
-HUCL). Source: jiang2025hard, section "problem setup" (theory.md section 3).
+HUCL). Source: jiang2025hard, section "problem setup" (docs/theory.md section 3).
 
 Exact evaluation groups negatives (and positives) by their similarity to the anchor and, for a
 symmetric psi, enumerates multisets of k similarities with multinomial weights, so a term is one
@@ -73,7 +73,7 @@ class PopulationLoss:
 
 
 def negative_law(model: FiniteLatentModel, setting: Setting, *, eta: Eta | float | None = None) -> np.ndarray:
-    """Law of one negative given each anchor point, [N, N] (rows sum to 1; theory.md section 3).
+    """Law of one negative given each anchor point, [N, N] (rows sum to 1; docs/theory.md section 3).
 
     Row x is p(m | y_m != y_x) (SCL/HSCL) or p(m) (UCL/HUCL), tilted by eta(<z_x, z_m>) for the hard
     settings (``eta`` an Eta, a beta >= 0 for exponential tilting, or None for no tilt; ignored by scl
@@ -151,7 +151,7 @@ def population_loss(
     tau: float = 1.0,
     margin: float = 1.0,
 ) -> PopulationLoss:
-    """Population loss L_S(f) of a finite latent-class model (theory.md section 3), exact or Monte Carlo.
+    """Population loss L_S(f) of a finite latent-class model (docs/theory.md section 3), exact or Monte Carlo.
 
     .. math::
 

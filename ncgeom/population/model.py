@@ -1,4 +1,4 @@
-"""Finite latent-class models: the data law of the population losses (theory.md sections 1 and 3).
+"""Finite latent-class models: the data law of the population losses (docs/theory.md sections 1 and 3).
 
 A model has C latent classes with prior lambda [C]; class c is a finite set of embedded points
 z = f(x) in R^d, [n_c, d], with weights [n_c] summing to 1 (the law of x given c, pushed through f).

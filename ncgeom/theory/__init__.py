@@ -1,6 +1,6 @@
 """Theory: closed-form values at neural collapse, the theorems' lower bounds, and their hypotheses.
 
-Submodules: ``closed_forms`` (theory.md sections 5 and 7), ``bounds`` (section 4, Theorems 1-3),
+Submodules: ``closed_forms`` (docs/theory.md sections 5 and 7), ``bounds`` (section 4, Theorems 1-3),
 ``conditions`` (which theorem applies to a given setup, and why not).
 """
 

@@ -1,4 +1,4 @@
-"""Lower bounds of jiang2025hard, Theorems 1-3, as functions of (psi, C, k) (theory.md section 4).
+"""Lower bounds of jiang2025hard, Theorems 1-3, as functions of (psi, C, k) (docs/theory.md section 4).
 
 Each bound holds for every representation f under the hypotheses of its theorem (see
 :func:`ncgeom.theory.check_conditions`); the population losses of :mod:`ncgeom.population` let tests
@@ -30,7 +30,7 @@ def scl_lower_bound(psi: PsiName | Psi = "infonce", *, num_classes: int, num_neg
 
     where C = ``num_classes``, k = ``num_negatives``. Hypotheses: balanced classes, ball or sphere,
     d >= C-1, psi convex and argument-wise non-decreasing; positives need not be conditionally
-    independent. Source: jiang2025hard, Theorem 2 (theory.md section 4).
+    independent. Source: jiang2025hard, Theorem 2 (docs/theory.md section 4).
 
     Examples
     --------
@@ -61,7 +61,7 @@ def ucl_lower_bound(psi: PsiName | Psi = "infonce", *, num_classes: int, num_neg
 
     Attained at NC. Hypotheses: balanced classes, label-based (conditionally independent) positives,
     ball or sphere, d >= C-1 (the paper may state d >= C), psi convex and non-decreasing.
-    Source: jiang2025hard, Theorem 3 (theory.md section 4).
+    Source: jiang2025hard, Theorem 3 (docs/theory.md section 4).
     """
     return nc_value("ucl", psi, num_classes=num_classes, num_negatives=num_negatives, tau=tau, margin=margin)
 
@@ -72,7 +72,7 @@ def hucl_lower_bound(psi: PsiName | Psi = "infonce", *, num_classes: int, num_ne
     At NC the tilt raises the collision probability to pi_beta, so L_HUCL(NC) = nc_value("hucl") is
     strictly larger than this bound for beta > 0 when psi_k(0, ..) > psi_k(-C/(C-1), ..) (e.g. InfoNCE;
     not for a triplet whose margin <= 0, where both are 0); whether NC minimizes HUCL is open
-    (jiang2025hard, HUCL discussion; theory.md section 4).
+    (jiang2025hard, HUCL discussion; docs/theory.md section 4).
     """
     return ucl_lower_bound(psi, num_classes=num_classes, num_negatives=num_negatives, tau=tau, margin=margin)
 
@@ -82,7 +82,7 @@ def instance_positive_bound(psi: PsiName | Psi = "infonce", *, num_negatives: in
 
     With x+ = x, E<z, z+> = E||z||^2 <= 1 on the ball and E<z, z-> = ||E z||^2 >= 0, so E t_i >= -1 and
     Jensen gives psi_k(-1, ..., -1) for convex non-decreasing psi. NC does not attain it, and other
-    geometries beat NC (theory.md section 4, the cross-polytope example) [derived].
+    geometries beat NC (docs/theory.md section 4, the cross-polytope example) [derived].
 
     Examples
     --------

@@ -1,4 +1,4 @@
-"""Closed-form loss values at neural collapse (theory.md sections 5 and 7).
+"""Closed-form loss values at neural collapse (docs/theory.md sections 5 and 7).
 
 At NC (balanced classes, unit simplex ETF, every point of class c at v_c) a negative either shares the
 anchor's class (a "collision", t = 0) or not (t = -C/(C-1)). Negatives are i.i.d. given the anchor, so
@@ -11,7 +11,7 @@ the number J of collisions among k negatives is Binomial(k, p) and
 
 with p = 0 (SCL, HSCL), 1/C (UCL) and pi_beta (HUCL; :func:`collision_probability`). The binomial
 weights are computed in log space (``gammaln``, log-sum-exp normalization), so k up to 10^4 and beta up
-to 100 stay finite. Source: jiang2025hard, Theorems 2-3 and the HUCL discussion; theory.md section 5.
+to 100 stay finite. Source: jiang2025hard, Theorems 2-3 and the HUCL discussion; docs/theory.md section 5.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def _log_collision_probabilities(setting: str, num_classes: int, beta: float) ->
 
 
 def collision_probability(setting: Setting, *, num_classes: int, beta: float = 0.0) -> float:
-    """Probability that a negative shares the anchor's class, at NC (theory.md sections 4-5).
+    """Probability that a negative shares the anchor's class, at NC (docs/theory.md sections 4-5).
 
     .. math::
 
@@ -129,7 +129,7 @@ def nc_value(
     tau: float = 1.0,
     margin: float = 1.0,
 ) -> float:
-    """Population loss at neural collapse, exactly (theory.md section 5).
+    """Population loss at neural collapse, exactly (docs/theory.md section 5).
 
     .. math::
 
@@ -221,7 +221,7 @@ def batch_nc_value(
 ) -> float:
     """Value of the weighted batch estimator at an exact NC batch, mean over positive pairs.
 
-    theory.md section 7: every positive has S_ij = 1, a candidate negative has S = 1 (collision) or
+    docs/theory.md section 7: every positive has S_ij = 1, a candidate negative has S = 1 (collision) or
     -1/(C-1), so for an anchor of class c
 
     .. math::

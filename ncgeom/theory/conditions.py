@@ -1,9 +1,9 @@
-"""Which theorem of jiang2025hard applies to a setup, hypothesis by hypothesis (theory.md section 4).
+"""Which theorem of jiang2025hard applies to a setup, hypothesis by hypothesis (docs/theory.md section 4).
 
 :func:`check_conditions` turns a description of a training setup (setting, C, d, psi, eta,
 normalization, prior, positives) into a :class:`ConditionReport`: one :class:`Condition` per
 hypothesis (with the reason it holds or fails) and, for Theorems 1-3, whether it applies and why not.
-Built-in psi and eta are known convex / non-decreasing (proofs: theory.md section 2, and
+Built-in psi and eta are known convex / non-decreasing (proofs: docs/theory.md section 2, and
 ``proofs_check`` for small k); user functions are checked numerically with
 :func:`ncgeom.losses.check_convex` and :func:`ncgeom.losses.check_monotone`, which needs ``rng``.
 """
@@ -90,7 +90,7 @@ class ConditionReport:
 
 def _psi_conditions(psi: Psi, k: int, rng) -> tuple[Condition, Condition]:
     if psi.builtin and psi.name in PSI_NAMES:
-        why = f"built-in psi {psi.name!r}: a log-sum-exp / hinge of affine maps, convex and non-decreasing (theory.md section 2)"
+        why = f"built-in psi {psi.name!r}: a log-sum-exp / hinge of affine maps, convex and non-decreasing (docs/theory.md section 2)"
         return Condition("psi_convex", True, why), Condition("psi_monotone", True, why)
     convex = check_convex(psi, k=k, rng=rng)
     mono = check_monotone(psi, k=k, rng=rng)
@@ -151,7 +151,7 @@ def check_conditions(
     num_negatives: int = 1,
     rng: np.random.Generator | None = None,
 ) -> ConditionReport:
-    """Check the hypotheses of jiang2025hard, Theorems 1-3, for a setup (theory.md section 4).
+    """Check the hypotheses of jiang2025hard, Theorems 1-3, for a setup (docs/theory.md section 4).
 
     Theorem 1 (L_HSCL >= L_SCL, L_HUCL >= L_UCL): psi non-decreasing, eta non-decreasing and >= 0.
     Theorem 2 (NC optimal for SCL/HSCL): setting scl or hscl, balanced, ball or sphere, d >= C-1, psi

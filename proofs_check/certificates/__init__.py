@@ -1,4 +1,4 @@
-"""Convex certificates for the Jensen-reduced Gram programs (theory.md section 6).
+"""Convex certificates for the Jensen-reduced Gram programs (docs/theory.md section 6).
 
 ``program`` builds the SCL/UCL programs (multiset enumeration, numpy objective and gradient, cvxpy
 problem); ``certify`` solves them (Clarabel, SCS fallback) and checks primal feasibility, dual

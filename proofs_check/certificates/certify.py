@@ -1,6 +1,6 @@
 """Convex certificates that neural collapse minimizes the Jensen-reduced SCL and UCL programs.
 
-A certificate (theory.md section 6) for one program (setting, psi, C, k, ball or sphere) checks, each
+A certificate (docs/theory.md section 6) for one program (setting, psi, C, k, ball or sphere) checks, each
 separately (cvxpy's tests/solver_test_helpers.py style):
 
 1. the solver reached ``optimal`` (Clarabel; SCS when Clarabel is missing or fails);
@@ -28,7 +28,7 @@ separately (cvxpy's tests/solver_test_helpers.py style):
    feasible M with non-positive off-diagonal entries is optimal), so the optimizer's distance to the
    ETF is reported, not required.
 
-Sources: theory.md sections 4-6; jiang2025hard, Theorem 2 (SCL) and Theorem 3 (UCL).
+Sources: docs/theory.md sections 4-6; jiang2025hard, Theorem 2 (SCL) and Theorem 3 (UCL).
 """
 
 from __future__ import annotations
@@ -253,7 +253,7 @@ def certify_gram_program(
     tau, margin : float
         Parameters of psi.
     claimed_value : float, optional
-        Claimed minimum; default ``nc_value(setting, psi, ...)`` (theory.md section 5).
+        Claimed minimum; default ``nc_value(setting, psi, ...)`` (docs/theory.md section 5).
     claimed_gram : array [C, C], optional
         Claimed minimizer; default the ETF Gram.
     solver : {"auto", "clarabel", "scs"}
@@ -261,7 +261,7 @@ def certify_gram_program(
 
     Examples
     --------
-    C = 4, k = 2, tau = 0.5, UCL, infonce: the optimum is 0.4145938 (theory.md section 6).
+    C = 4, k = 2, tau = 0.5, UCL, infonce: the optimum is 0.4145938 (docs/theory.md section 6).
     """
     solver = require_choice("solver", solver, SOLVER_CHOICES)
     program = gram_program(setting, psi, num_classes=num_classes, num_negatives=num_negatives,
@@ -381,7 +381,7 @@ def certificate_check(setting: ProgramSetting, psi: PsiName = "infonce", **kwarg
     statement = (rf"\min_{{M \succeq 0,\ {constraint}}} F_{{\mathrm{{{setting.upper()}}}}}(M)"
                  rf" = L_{{\mathrm{{{setting.upper()}}}}}(\mathrm{{NC}})\ (C={c}, k={k},\ \psi=\mathrm{{{psi}}})"
                  r",\ \text{attained at the ETF Gram}")
-    source = "theory.md section 6; jiang2025hard, " + ("Theorem 2" if is_supervised(setting) else "Theorem 3")
+    source = "docs/theory.md section 6; jiang2025hard, " + ("Theorem 2" if is_supervised(setting) else "Theorem 3")
     if cert is None:
         return CheckResult(name, statement, "cvxpy", "unresolved", {"reason": "no solver reached a solution"},
                            time.perf_counter() - t0, source)

@@ -27,7 +27,7 @@ class CertificateCase:
     margin: float = 1.0
 
 
-# The quick subset: the anchor of theory.md section 6 plus one case per psi, setting and domain.
+# The quick subset: the anchor of docs/theory.md section 6 plus one case per psi, setting and domain.
 _QUICK = (
     CertificateCase("ucl", "infonce", 4, 2, "sphere", tau=0.5),  # anchor: 0.4145938
     CertificateCase("scl", "infonce", 3, 1, "ball"),

@@ -1,4 +1,4 @@
-"""The Jensen-reduced Gram programs of theory.md section 6, as data, numpy functions and cvxpy problems.
+"""The Jensen-reduced Gram programs of docs/theory.md section 6, as data, numpy functions and cvxpy problems.
 
 After Jensen's inequality over the within-class randomness, the population loss of a setting is bounded
 below by a convex function of the class-mean Gram matrix M [C, C] (PSD, diag <= 1 on the ball, = 1 on
@@ -11,12 +11,12 @@ the sphere):
     F_{\\mathrm{UCL}}(M) = \\frac1C \\sum_{c} \\mathbb{E}_{c_1..c_k \\sim U(\\{1..C\\})}
         \\psi_k\\big((M_{c c_i} - M_{cc})_{i}\\big)
 
-where C = ``num_classes``, k = ``num_negatives`` and psi is a built-in (theory.md section 2). The
+where C = ``num_classes``, k = ``num_negatives`` and psi is a built-in (docs/theory.md section 2). The
 expectation over the C^k (or (C-1)^k) negative tuples is written as a sum over multisets of negative
 classes with multinomial weights (psi is symmetric), so a program has C * binom(C'+k-1, k) terms
 (C' = C or C-1) instead of C^(k+1).
 
-Sources: theory.md section 6 (programs), section 4 (Theorems 2 and 3: outline of the Jensen step).
+Sources: docs/theory.md section 6 (programs), section 4 (Theorems 2 and 3: outline of the Jensen step).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ PROGRAM_SETTINGS: tuple[Setting, ...] = tuple(s for s in SETTINGS if not is_hard
 
 @dataclass(frozen=True)
 class GramProgram:
-    """One program of theory.md section 6, as index arrays.
+    """One program of docs/theory.md section 6, as index arrays.
 
     Term j has weight ``weights[j]`` (the weights sum to 1), anchor class ``anchors[j]`` and negative
     classes ``negatives[j, :]`` [k]; its argument is t_i = M[anchor, negative_i] - base, with base = 1

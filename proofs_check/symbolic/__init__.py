@@ -1,4 +1,4 @@
-"""Symbolic (sympy) and exact checks of theory.md sections 2-5, one module per concept.
+"""Symbolic (sympy) and exact checks of docs/theory.md sections 2-5, one module per concept.
 
 - ``decide``: how a statement is decided (proven / refuted by a 50-digit witness / undecided);
 - ``etf``: the simplex ETF Gram (symbolic C, exact for C = 2..16, ncgeom's float64 frame, existence);

@@ -1,4 +1,4 @@
-"""The closed forms of theory.md section 5, derived symbolically, and ncgeom.theory.nc_value against them.
+"""The closed forms of docs/theory.md section 5, derived symbolically, and ncgeom.theory.nc_value against them.
 
 At NC (balanced classes, unit ETF, label-based positives so <z, z+> = 1) a negative either collides
 (same class: t = 0, probability p) or not (t = -1/(C-1) - 1 = -C/(C-1)), independently across the k
@@ -47,7 +47,7 @@ __all__ = [
 P_SYMBOL = sp.Symbol("p", nonnegative=True)
 """The collision probability as a sympy symbol."""
 
-_SOURCE = "theory.md section 5 (closed forms at NC); jiang2025hard, Theorems 2-3"
+_SOURCE = "docs/theory.md section 5 (closed forms at NC); jiang2025hard, Theorems 2-3"
 
 
 def pattern_value(psi_fn: Callable, *, k: int, p=P_SYMBOL, c=C_SYMBOL) -> sp.Expr:
@@ -61,7 +61,7 @@ def pattern_value(psi_fn: Callable, *, k: int, p=P_SYMBOL, c=C_SYMBOL) -> sp.Exp
 
 
 def binomial_closed_form(psi_fn: Callable, *, k: int, p=P_SYMBOL, c=C_SYMBOL) -> sp.Expr:
-    """theory.md section 5: sum_j Binom(k, j) p^j (1-p)^(k-j) psi(j zeros, k-j entries -C/(C-1))."""
+    """docs/theory.md section 5: sum_j Binom(k, j) p^j (1-p)^(k-j) psi(j zeros, k-j entries -C/(C-1))."""
     neg = -c / (c - 1)
     return sum(sp.binomial(k, j) * p**j * (1 - p) ** (k - j) * psi_fn((sp.Integer(0),) * j + (neg,) * (k - j)) for j in range(k + 1))
 
@@ -71,7 +71,7 @@ SCL_EXAMPLES: Mapping[str, Callable[[int], sp.Expr]] = {
     "infonce-mean": lambda k: sp.log(1 + sp.exp(-C_SYMBOL / ((C_SYMBOL - 1) * TAU))),
     "triplet": lambda k: sp.Max(0, MARGIN - C_SYMBOL / (C_SYMBOL - 1)),
 }
-"""theory.md section 5, SCL (p = 0) values, as functions of k (symbolic C, tau, margin)."""
+"""docs/theory.md section 5, SCL (p = 0) values, as functions of k (symbolic C, tau, margin)."""
 
 
 @timed
@@ -191,7 +191,7 @@ def check_instance_positive_example(*, sizes: Sequence[int] = range(2, 13), nc_f
     """Theorem 3 without conditional independence: the cross-polytope (2d points, d = C-1) beats NC for C >= 3.
 
     Both values are derived from the exact Gram of the configuration; the NC one is compared with the
-    theory.md formula (1/C) log 2 + (1 - 1/C) log(1 + e^(-C/(C-1))); numbers 0.32543 / 0.32401 at C = 10.
+    docs/theory.md formula (1/C) log 2 + (1 - 1/C) log(1 + e^(-C/(C-1))); numbers 0.32543 / 0.32401 at C = 10.
     """
     formula = nc_formula or (lambda n: sp.log(2) / n + (1 - sp.Integer(1) / n) * sp.log(1 + sp.exp(-sp.Integer(n) / (n - 1))))
     details: dict[str, Any] = {}
@@ -217,5 +217,5 @@ def check_instance_positive_example(*, sizes: Sequence[int] = range(2, 13), nc_f
         method="sympy exact Gram of both configurations; order decided at 50 digits",
         status=status_of(decisions),
         details=details,
-        source="theory.md section 4, Theorem 3 (instance positives) [derived]",
+        source="docs/theory.md section 4, Theorem 3 (instance positives) [derived]",
     )

@@ -1,6 +1,6 @@
 """The collision probability at NC, derived from the tilted law over the ETF vertices.
 
-theory.md sections 3-5: at NC every point of class c sits at the ETF vertex v_c, so a negative's law
+docs/theory.md sections 3-5: at NC every point of class c sits at the ETF vertex v_c, so a negative's law
 is a law over classes. Given the anchor class c, the base law is uniform over the other classes (SCL,
 HSCL) or over all classes (UCL, HUCL); hardening tilts it by eta(<v_c, v_c'>) = exp(beta G[c, c']):
 
@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 BETA = sp.Symbol("beta", nonnegative=True)
-_SOURCE = "theory.md sections 3-5 (HUCL at NC); jiang2025hard, HUCL discussion"
+_SOURCE = "docs/theory.md sections 3-5 (HUCL at NC); jiang2025hard, HUCL discussion"
 
 
 def negative_class_law(setting: str, *, num_classes: int, anchor: int = 0, beta=BETA) -> list[sp.Expr]:
@@ -54,7 +54,7 @@ def negative_class_law(setting: str, *, num_classes: int, anchor: int = 0, beta=
 
 
 def theory_collision_probability(setting: str, c, beta) -> sp.Expr:
-    """theory.md section 5: 0 (SCL, HSCL), 1/C (UCL), pi_beta (HUCL), as a sympy expression."""
+    """docs/theory.md section 5: 0 (SCL, HSCL), 1/C (UCL), pi_beta (HUCL), as a sympy expression."""
     if is_supervised(setting):
         return sp.Integer(0)
     if not is_hard(setting):  # UCL: uniform negatives

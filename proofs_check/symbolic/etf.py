@@ -1,6 +1,6 @@
 """The simplex ETF and its Gram matrix: symbolic in C, exact for each C, and ncgeom's float64 frame.
 
-theory.md section 4 ("Neural collapse"): a unit simplex ETF {v_c} has ||v_c|| = 1,
+docs/theory.md section 4 ("Neural collapse"): a unit simplex ETF {v_c} has ||v_c|| = 1,
 <v_c, v_c'> = -1/(C-1) (c != c'), sum_c v_c = 0; it exists iff d >= C - 1; its Gram matrix is
 
 .. math:: G = \\frac{C}{C-1} I - \\frac{1}{C-1} \\mathbf{1}\\mathbf{1}^T,
@@ -36,11 +36,11 @@ __all__ = [
 C_SYMBOL = sp.Symbol("C", integer=True, positive=True)
 """The number of classes as a sympy symbol (C >= 2 where it matters)."""
 
-_SOURCE = "theory.md section 4 (Neural collapse); jiang2025hard, NC definition"
+_SOURCE = "docs/theory.md section 4 (Neural collapse); jiang2025hard, NC definition"
 
 
 def etf_gram_coefficients(c) -> tuple[sp.Expr, sp.Expr]:
-    """(a, b) with G = a I + b 11^T: a = C/(C-1), b = -1/(C-1) (theory.md section 4)."""
+    """(a, b) with G = a I + b 11^T: a = C/(C-1), b = -1/(C-1) (docs/theory.md section 4)."""
     return c / (c - 1), -1 / (c - 1)
 
 

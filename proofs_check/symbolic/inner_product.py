@@ -1,6 +1,6 @@
 """The anchor-negative mean similarity in SCL and its lower bound on the ball (Theorem 2's key step).
 
-theory.md section 4, Theorem 2 (proof outline): with balanced classes, the anchor of class c, a
+docs/theory.md section 4, Theorem 2 (proof outline): with balanced classes, the anchor of class c, a
 negative drawn from class c' != c uniformly, and the two conditionally independent given the classes,
 
 .. math::
@@ -33,7 +33,7 @@ __all__ = [
     "check_negative_similarity_bound",
 ]
 
-_SOURCE = "theory.md section 4, Theorem 2 (proof outline); jiang2025hard, Theorem 2"
+_SOURCE = "docs/theory.md section 4, Theorem 2 (proof outline); jiang2025hard, Theorem 2"
 
 
 def class_mean_symbols(num_classes: int, dim: int) -> list[sp.Matrix]:
@@ -51,7 +51,7 @@ def mean_negative_similarity(means: Sequence[sp.Matrix]) -> sp.Expr:
 
 
 def negative_similarity_identity_rhs(means: Sequence[sp.Matrix]) -> sp.Expr:
-    """(||sum_c mu_c||^2 - sum_c ||mu_c||^2) / (C (C-1)) (theory.md section 4, Theorem 2)."""
+    """(||sum_c mu_c||^2 - sum_c ||mu_c||^2) / (C (C-1)) (docs/theory.md section 4, Theorem 2)."""
     n = len(means)
     total = sum(means[1:], means[0])
     return ((total.T * total)[0, 0] - sum((m.T * m)[0, 0] for m in means)) / (n * (n - 1))

@@ -1,6 +1,6 @@
 """Convexity and argument-wise monotonicity of psi_k, symbolically for small k.
 
-theory.md section 2: psi_k must be convex and non-decreasing in every argument. The built-ins are
+docs/theory.md section 2: psi_k must be convex and non-decreasing in every argument. The built-ins are
 
 .. math::
 
@@ -54,13 +54,13 @@ MARGIN = sp.Symbol("m", real=True)
 PsiSpec = str | Callable[[tuple], sp.Expr]
 """A built-in name, or a function (t_1, ..., t_k) -> sympy expression (may use TAU, MARGIN)."""
 
-_SOURCE = "theory.md section 2 (loss family); jiang2025hard, general loss functions"
+_SOURCE = "docs/theory.md section 2 (loss family); jiang2025hard, general loss functions"
 _GRID = tuple(sp.Rational(x) for x in (-2, -1, 0, 1, 2))
 _DEFAULT_PARAMS = {TAU: sp.Integer(1), MARGIN: sp.Integer(1)}
 
 
 def psi_expression(name: str, args: Sequence, *, tau=TAU, margin=MARGIN) -> sp.Expr:
-    """The built-in psi_k(args) as a sympy expression (theory.md section 2), k = len(args)."""
+    """The built-in psi_k(args) as a sympy expression (docs/theory.md section 2), k = len(args)."""
     k = len(args)
     if name == "infonce":
         return sp.log(1 + sum(sp.exp(a / tau) for a in args))
@@ -248,7 +248,7 @@ def check_psi_monotone(psi: PsiSpec = "infonce", *, k: int = 2, params: Mapping 
 
 @timed
 def check_psi_implementation(name: PsiName = "infonce", *, k: int = 2, tau: float = 0.5, margin: float = 1.0, impl=None, rng: np.random.Generator | None = None, num_points: int = 32) -> CheckResult:
-    """ncgeom.losses' psi (or ``impl``) agrees with the theory.md formula evaluated in 50 digits.
+    """ncgeom.losses' psi (or ``impl``) agrees with the docs/theory.md formula evaluated in 50 digits.
 
     Tolerance 64 eps * max(1, |psi|): a handful of float64 roundings in log-sum-exp.
     """
@@ -265,7 +265,7 @@ def check_psi_implementation(name: PsiName = "infonce", *, k: int = 2, tau: floa
     worst = int(np.argmax(err / tol))
     return CheckResult(
         name=f"psi_implementation[{name},k={k}]",
-        statement=rf"\texttt{{ncgeom.losses}}\ \psi_{{{k}}}\ (\text{{{name}}}) = \text{{theory.md section 2 formula}}",
+        statement=rf"\texttt{{ncgeom.losses}}\ \psi_{{{k}}}\ (\text{{{name}}}) = \text{{docs/theory.md section 2 formula}}",
         method="float64 implementation vs 50-digit mpmath evaluation of the sympy formula",
         status="pass" if bool(np.all(err <= tol)) else "fail",
         details={"tau": tau, "margin": margin, "num_points": num_points, "max_abs_error": float(err.max()), "worst_point": pts[worst].tolist()},

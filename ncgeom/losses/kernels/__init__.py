@@ -1,4 +1,4 @@
-"""Backends of :func:`ncgeom.losses.batch_loss` (theory.md section 7).
+"""Backends of :func:`ncgeom.losses.batch_loss` (docs/theory.md section 7).
 
 - :mod:`.structure`: the loss specification and the pair structure (P(i), N(i)) shared by all;
 - :mod:`.dense`: the reference, plain autograd on the B x B similarity matrix;

@@ -1,4 +1,4 @@
-"""Blocked backend: a custom autograd Function over row blocks of anchors (theory.md section 7).
+"""Blocked backend: a custom autograd Function over row blocks of anchors (docs/theory.md section 7).
 
 Never forms the B x B similarity matrix: each block of rows I holds S_I = Z_I Z^T [block, B] and at most
 two more tensors of that shape, so the extra memory is O(block_size * B + B d) (no per-pair index array

@@ -1,4 +1,4 @@
-"""Dense reference backend: plain torch autograd on the B x B similarity matrix (theory.md section 7).
+"""Dense reference backend: plain torch autograd on the B x B similarity matrix (docs/theory.md section 7).
 
 For anchor i and positive j in P(i), with S = Z Z^T, b the tilt, tau the temperature, k the number of
 negatives:

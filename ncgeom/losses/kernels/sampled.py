@@ -1,4 +1,4 @@
-"""Sampled estimator (the authors' code; theory.md section 7).
+"""Sampled estimator (the authors' code; docs/theory.md section 7).
 
 For each pair (i, j), j in P(i), draw k indices m_1..m_k i.i.d. with replacement from the tilted weights
 q_i (q_im proportional to exp(b S_im) on N(i)), then apply psi_k exactly:

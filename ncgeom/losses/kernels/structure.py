@@ -1,4 +1,4 @@
-"""The loss specification and the pair structure of a batch (theory.md section 7).
+"""The loss specification and the pair structure of a batch (docs/theory.md section 7).
 
 For anchor i of a batch with labels y [B]:
 
@@ -75,7 +75,7 @@ class PairStructure:
 
 
 def pair_structure(labels: torch.Tensor, *, supervised: bool) -> PairStructure:
-    """The pair structure of ``labels`` [B] (any integer values; theory.md section 7)."""
+    """The pair structure of ``labels`` [B] (any integer values; docs/theory.md section 7)."""
     labels = labels.reshape(-1)
     size = labels.numel()
     device = labels.device

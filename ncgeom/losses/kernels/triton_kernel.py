@@ -1,4 +1,4 @@
-"""Triton backend for CUDA (theory.md section 7), flash-attention style: never forms B x B.
+"""Triton backend for CUDA (docs/theory.md section 7), flash-attention style: never forms B x B.
 
 Forward: kernel 1 sweeps column tiles of S = Z Z^T for a block of anchor rows with an online masked
 log-sum-exp of (b + 1/tau) S and b S over N(i) (one pass, O(B) output); kernel 2 sweeps them again for the
