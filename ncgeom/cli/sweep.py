@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from ncgeom.atomic_io import atomic_write_json
-from ncgeom.experiments.claims import CLAIMS, evaluate_claim
+from ncgeom.experiments.claims import CLAIMS, ClaimRecord, evaluate_claim
 from ncgeom.experiments.spec import load_spec, spec_names
 from ncgeom.experiments.sweep import make_executor, run_sweep
 from ncgeom.threads import limit_cpu_threads
@@ -57,7 +57,7 @@ def _handler(args: argparse.Namespace) -> int:
         limit_cpu_threads(1)  # the runs go in this process: one thread, as in a worker (ncgeom.threads)
     with make_executor(args.workers, scheduler=args.scheduler) as ex:
         result = run_sweep(spec, args.out, scale=args.scale, executor=ex, progress=progress)
-    records = ()
+    records: tuple[ClaimRecord, ...] = ()
     if spec.shipped and spec.claim in CLAIMS and CLAIMS[spec.claim].spec == spec.name:
         records = evaluate_claim(spec.claim, result)
         atomic_write_json(Path(args.out) / "claim.json", [r.to_dict() for r in records])
@@ -69,8 +69,8 @@ def _handler(args: argparse.Namespace) -> int:
     else:
         skipped = sum(r.skipped for r in result.runs)
         print(f"{spec.name}: {done}/{len(result.runs)} runs finished ({skipped} already done); table: {result.table_path}")
-        for r in records:
-            print(f"  claim {r.claim} | {r.setting} | {r.metric} | expected {r.expected} | {r.observed} | {r.verdict or '-'}")
+        for row in records:
+            print(f"  claim {row.claim} | {row.setting} | {row.metric} | expected {row.expected} | {row.observed} | {row.verdict or '-'}")
     for r in result.failed:
         print(f"ncgeom sweep: error: run {r.name} failed: {r.error}", file=sys.stderr)
     return 1 if result.failed else 0

@@ -52,7 +52,7 @@ class Config:
         "hscl", "negative law: scl, hscl, ucl or hucl (docs/theory.md, section 3); hscl is the hard supervised case whose optimum is NC (Theorem 2)", choices=SETTINGS)
     beta: float = _f(5.0, "hardness beta >= 0 of the exponential tilt exp(beta s); 5 is the paper's moderate hardness (claim 5); ignored by scl/ucl")
     tau: float = _f(1.0, "temperature tau > 0; 1 as in the authors' code [code]")
-    num_negatives: int | str = _f(1, "k in the estimator: an integer >= 1 or 'batch' (k = |N(i)|); 1 is the authors' mean form (docs/theory.md, section 7)")
+    num_negatives: int | Literal["batch"] = _f(1, "k in the estimator: an integer >= 1 or 'batch' (k = |N(i)|); 1 is the authors' mean form (docs/theory.md, section 7)")
     estimator: Estimator = _f(
         "weighted", "batch estimator: 'weighted' (exact tilted average over the batch) or 'sampled' (draw k negatives, any psi)", choices=ESTIMATORS)
     psi: PsiName = _f("infonce", "psi for the sampled estimator: infonce, infonce-mean or triplet (the weighted estimator is InfoNCE)", choices=PSI_NAMES)

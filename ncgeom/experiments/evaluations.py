@@ -17,6 +17,7 @@ Verdicts: :class:`ncgeom.vocabulary.Verdict`. Each ``_eval_claimN`` takes the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -98,8 +99,8 @@ def _nc_known(s) -> bool:
     return bool(np.isfinite([_final(s, "etf_distance"), _final(s, "within_class"), _rel_gap(s)]).all())
 
 
-def _judge(good, known: bool = True) -> str:
-    return "inconclusive" if not known else ("holds" if good else "does not hold")
+def _judge(good, known: bool = True) -> Verdict:
+    return Verdict.INCONCLUSIVE if not known else (Verdict.HOLDS if good else Verdict.DOES_NOT_HOLD)
 
 
 def _name(s, *keys) -> str:
@@ -112,23 +113,23 @@ def _nc_obs(s) -> str:
             f"rel_gap={_rel_gap(s):+.2%}, spec_min={_spec_min(s):.2g}")
 
 
-def _overall(claim, statement, parts: list, observed: str) -> ClaimRecord:
+def _overall(claim: str, statement: str, parts: Sequence[bool | np.bool_ | Verdict], observed: str) -> ClaimRecord:
     """Overall verdict from per-part booleans or verdict strings: all hold -> holds, none -> does not hold.
 
     "inconclusive" parts (missing metrics) are left out; with no part left the claim is inconclusive.
     """
     if not parts:
-        return ClaimRecord(claim, "overall", "-", statement, "no finished runs", "inconclusive")
-    parts = [("holds" if p else "does not hold") if isinstance(p, (bool, np.bool_)) else p for p in parts]
-    parts = [p for p in parts if p != "inconclusive"]  # missing data decides nothing
-    if not parts:
-        return ClaimRecord(claim, "overall", "-", statement, observed, "inconclusive")
-    if all(p == "holds" for p in parts):
-        verdict = "holds"
-    elif all(p == "does not hold" for p in parts):
-        verdict = "does not hold"
+        return ClaimRecord(claim, "overall", "-", statement, "no finished runs", Verdict.INCONCLUSIVE)
+    verdicts = [(Verdict.HOLDS if p else Verdict.DOES_NOT_HOLD) if isinstance(p, (bool, np.bool_)) else p for p in parts]
+    verdicts = [v for v in verdicts if v != Verdict.INCONCLUSIVE]  # missing data decides nothing
+    if not verdicts:
+        return ClaimRecord(claim, "overall", "-", statement, observed, Verdict.INCONCLUSIVE)
+    if all(v == Verdict.HOLDS for v in verdicts):
+        verdict = Verdict.HOLDS
+    elif all(v == Verdict.DOES_NOT_HOLD for v in verdicts):
+        verdict = Verdict.DOES_NOT_HOLD
     else:
-        verdict = "partially holds"
+        verdict = Verdict.PARTIALLY_HOLDS
     return ClaimRecord(claim, "overall", "-", statement, observed, verdict)
 
 
@@ -144,7 +145,7 @@ def _eval_claim1(summaries):
         rows.append(ClaimRecord("1", _name(s, "setting", "beta", "norm"), "etf_distance, within_class, rel_gap",
                                 f"NC: < {NC_ETF}, < {NC_WITHIN}, |.| < {NC_REL_GAP:.0%}", _nc_obs(s), parts[-1]))
     return rows + [_overall("1", "SCL/HSCL reach NC for every beta (sphere and ball)", parts,
-                            f"{parts.count('holds')}/{len(parts)} runs at NC")]
+                            f"{parts.count(Verdict.HOLDS)}/{len(parts)} runs at NC")]
 
 
 def _eval_claim2(summaries):
@@ -158,7 +159,7 @@ def _eval_claim2(summaries):
         rows.append(ClaimRecord("2", f"UCL, {what}", "etf_distance, within_class, rel_gap",
                                 "NC" if label else "not NC", _nc_obs(s), parts[-1]))
     return rows + [_overall("2", "UCL: NC with label positives only", parts,
-                            f"{parts.count('holds')}/{len(parts)} runs as expected")]
+                            f"{parts.count(Verdict.HOLDS)}/{len(parts)} runs as expected")]
 
 
 def _trend(summaries, key="etf_distance"):
@@ -187,12 +188,12 @@ def _eval_claim3(summaries):
     rho = _spearman(betas, etf)
     pos = betas > 0
     not_nc = [not _is_nc(s) for s in ok if _cfg(s).beta > 0 and _nc_known(s)]
-    trend = ("inconclusive" if not np.isfinite(rho) and (len(betas) < 3 or not np.isfinite(etf).all())
-             else "holds" if rho >= 0.8 else ("partially holds" if rho > 0 else "does not hold"))
+    trend = (Verdict.INCONCLUSIVE if not np.isfinite(rho) and (len(betas) < 3 or not np.isfinite(etf).all())
+             else Verdict.HOLDS if rho >= 0.8 else (Verdict.PARTIALLY_HOLDS if rho > 0 else Verdict.DOES_NOT_HOLD))
     rows.append(ClaimRecord("3", "HUCL, beta grid", "Spearman(beta, etf_distance)", ">= 0.8 (deviation grows)",
                             f"rho={rho:.2f}; etf by beta: " + ", ".join(f"{b:g}:{e:.3f}" for b, e in zip(betas, etf)),
                             trend))
-    parts = [trend if trend == "inconclusive" else trend == "holds",
+    parts = [trend if trend == Verdict.INCONCLUSIVE else trend == Verdict.HOLDS,
              _judge(all(not_nc), bool(not_nc))]
     return rows + [_overall("3", "HUCL does not reach NC; deviation grows with beta", parts if pos.any() else [],
                             f"not NC for {sum(not_nc)}/{len(not_nc)} beta > 0; rho={rho:.2f}")]
@@ -214,7 +215,7 @@ def _eval_claim4(summaries):
             rows.append(ClaimRecord("4", _name(s, "model", "setting", "beta", "norm"), "spectrum min (reference)",
                                     f"no DC with normalization: spec_min >= {DC_SPECTRUM}", obs, _judge(not dc, known)))
     return rows + [_overall("4", "no normalization -> DC, with or without hard negatives", parts,
-                            f"DC in {parts.count('holds')}/{len(parts)} unnormalized runs")]
+                            f"DC in {parts.count(Verdict.HOLDS)}/{len(parts)} unnormalized runs")]
 
 
 def _eval_claim5(summaries):
@@ -235,7 +236,7 @@ def _eval_claim5(summaries):
     parts = [d >= 0.40 for d in hard.values()]
     rows.append(ClaimRecord("5", "digits, MLP, ball, tau=1, d=C-1", "test_ncc_accuracy(hard) - (SCL or UCL)",
                             ">= +0.40", ", ".join(f"{k[0]} beta={k[1]:g}: {d:+.3f}" for k, d in sorted(hard.items())),
-                            "holds" if all(parts) else ("does not hold" if not any(parts) else "partially holds")))
+                            Verdict.HOLDS if all(parts) else (Verdict.DOES_NOT_HOLD if not any(parts) else Verdict.PARTIALLY_HOLDS)))
     base = ", ".join(f"{k[0]} {v:.3f}" for k, v in sorted(acc.items()) if not is_hard(k[0]))
     return rows + [_overall("5", "moderate hardness improves NCC accuracy by > 40 points", parts,
                             f"baseline accuracy {base}; best hard {max(acc[k] for k in hard):.3f}")]
@@ -253,7 +254,7 @@ def _eval_claim6(summaries):
         b, e = _trend(sup)
         rho = _spearman(b, e)
         best = b[int(np.nanargmin(e))]
-        verdict = "holds" if rho <= -0.8 else ("partially holds" if best > b.min() else "does not hold")
+        verdict = Verdict.HOLDS if rho <= -0.8 else (Verdict.PARTIALLY_HOLDS if best > b.min() else Verdict.DOES_NOT_HOLD)
         parts.append(verdict)
         rows.append(ClaimRecord("6", "supervised (HSCL), fixed budget", "Spearman(beta, etf_distance)",
                                 "<= -0.8 (more hardness, closer to NC)",
@@ -266,8 +267,8 @@ def _eval_claim6(summaries):
         interior = 0 < i < len(b) - 1
         after = e[i:]
         worse_after = bool(np.all(np.diff(after) >= -1e-3)) and bool(spec[-1] < spec[i])
-        verdict = "holds" if interior and 2.0 <= b[i] <= 10.0 and worse_after else (
-            "partially holds" if interior or worse_after else "does not hold")
+        verdict = Verdict.HOLDS if interior and 2.0 <= b[i] <= 10.0 and worse_after else (
+            Verdict.PARTIALLY_HOLDS if interior or worse_after else Verdict.DOES_NOT_HOLD)
         parts.append(verdict)
         rows.append(ClaimRecord("6", "unsupervised (HUCL), fixed budget", "argmin_beta etf_distance; spec_min beyond it",
                                 "interior optimum near beta=5; worse NC and more DC above it",
@@ -289,15 +290,15 @@ def _eval_claim7(summaries):
             expected = f"stays at NC (etf < {NC_ETF})"
         else:
             drift, dc = e1 - e0 > NC_ETF, _spec_min(s) < DC_SPECTRUM
-            verdict = "holds" if drift and dc else ("partially holds" if drift or dc else "does not hold")
+            verdict = Verdict.HOLDS if drift and dc else (Verdict.PARTIALLY_HOLDS if drift or dc else Verdict.DOES_NOT_HOLD)
             if not np.isfinite([e0, e1, _spec_min(s)]).all():
-                verdict = "inconclusive"
+                verdict = Verdict.INCONCLUSIVE
             expected = f"drifts (etf rises by > {NC_ETF}) with DC (spec_min < {DC_SPECTRUM})"
         parts.append(verdict)
         rows.append(ClaimRecord("7", _name(s, "setting", "beta"), "etf_distance initial -> final, spectrum min",
                                 expected, obs, verdict))
     return rows + [_overall("7", "near-NC init: SCL/HSCL stay, HUCL beta 10/30 drifts with DC", parts,
-                            f"{parts.count('holds')}/{len(parts)} runs as expected")]
+                            f"{parts.count(Verdict.HOLDS)}/{len(parts)} runs as expected")]
 
 
 def _eval_claim8(summaries):
@@ -311,7 +312,7 @@ def _eval_claim8(summaries):
         rows.append(ClaimRecord("8", f"C={_cfg(s).classes}, batch_size={_cfg(s).batch_size}",
                                 "etf_distance, within_class, rel_gap", "not NC" if small else "NC", _nc_obs(s), parts[-1]))
     return rows + [_overall("8", "NC for batch 64..512; batch 32 hinders it for large C", parts,
-                            f"{parts.count('holds')}/{len(parts)} runs as expected")]
+                            f"{parts.count(Verdict.HOLDS)}/{len(parts)} runs as expected")]
 
 
 EVALUATIONS = {

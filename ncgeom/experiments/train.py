@@ -37,12 +37,13 @@ from ncgeom.data import (
     two_view_batch,
 )
 from ncgeom.experiments.config import Config
-from ncgeom.experiments.records import SUMMARY_FILE, EpochRecord, append_epoch, save_config
+from ncgeom.experiments.records import SUMMARY_FILE, EpochRecord, RunStatus, append_epoch, save_config
 from ncgeom.experiments.result import Result
 from ncgeom.geometry import simplex_etf
 from ncgeom.metrics import class_means, nc_metrics, ncc_accuracy
 from ncgeom.provenance import provenance
 from ncgeom.theory import batch_nc_value, nc_value
+from ncgeom.vocabulary import PsiName
 
 __all__ = ["run", "make_data", "run_nc_value"]
 
@@ -76,6 +77,7 @@ def run_nc_value(config: Config) -> tuple[float, str]:
     counts = class_balanced_counts(c, config.batch_size)
     if config.estimator == "sampled":
         psi = make_psi(config.psi, tau=config.tau, margin=config.margin)
+        assert config.num_negatives != "batch"  # Config rejects num_negatives='batch' with estimator='sampled'
         value = nc_value(config.setting, psi, num_classes=c, num_negatives=config.num_negatives,
                          beta=config.beta, tau=config.tau, margin=config.margin)
         return float(value), "nc_value (docs/theory.md, section 5, population collision probability)"
@@ -88,9 +90,9 @@ def run_nc_value(config: Config) -> tuple[float, str]:
     y = np.repeat(np.arange(counts.size), counts)
     z = torch.as_tensor(simplex_etf(c)[y], dtype=torch.float64)
     ids = torch.arange(y.size).repeat(2)
-    value = batch_loss(torch.cat([z, z]), ids, config.setting, beta=config.beta, tau=config.tau,
-                       num_negatives=config.num_negatives, estimator="weighted", backend="dense")
-    return float(value), "batch_loss at an exact NC two-view batch (docs/theory.md, section 7, instance ids)"
+    loss = batch_loss(torch.cat([z, z]), ids, config.setting, beta=config.beta, tau=config.tau,
+                      num_negatives=config.num_negatives, estimator="weighted", backend="dense")
+    return float(loss), "batch_loss at an exact NC two-view batch (docs/theory.md, section 7, instance ids)"
 
 
 def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = False) -> Result:
@@ -112,7 +114,7 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
     """
     import torch
 
-    from ncgeom.losses import batch_loss, make_psi  # ncgeom.losses and ncgeom.models import torch
+    from ncgeom.losses import Psi, batch_loss, make_psi  # ncgeom.losses and ncgeom.models import torch
     from ncgeom.models import build_model
 
     if not isinstance(config, Config):
@@ -141,12 +143,16 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
     y_train = torch.as_tensor(data.y_train)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     nc_val, nc_source = run_nc_value(config)
-    loss_options = dict(
-        beta=config.beta, tau=config.tau, num_negatives=config.num_negatives, estimator=config.estimator,
-        psi=make_psi(config.psi, tau=config.tau, margin=config.margin) if config.estimator == "sampled" else "infonce",
-        detach_weights=config.detach_weights, reduction="mean",
-        generator=generator if config.estimator == "sampled" else None, backend=config.backend,
-    )
+    sampled = config.estimator == "sampled"
+    psi: PsiName | Psi = make_psi(config.psi, tau=config.tau, margin=config.margin) if sampled else "infonce"
+
+    def step_loss(z: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return batch_loss(
+            z, labels, config.setting, beta=config.beta, tau=config.tau, num_negatives=config.num_negatives,
+            estimator=config.estimator, psi=psi, detach_weights=config.detach_weights, reduction="mean",
+            generator=generator if sampled else None, backend=config.backend,
+        )
+
     steps = math.ceil(data.num_train / config.batch_size)
     indexed = getattr(model, "takes_indices", False)
     noise = config.positives == "noise"
@@ -154,15 +160,19 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
     def evaluate(epoch: int, loss: float | None) -> EpochRecord | None:
         return _evaluate(model, data, x_train, x_test, indexed, epoch, loss, nc_val)
 
+    initial = evaluate(0, None)
+    if initial is None:  # before any step (batch_loss would reject these embeddings at the first one)
+        raise ValueError(f"the initial embeddings are not finite (init_scale={config.init_scale:g}, dtype={config.dtype})")
+
     history_file = None
     if run_dir is not None:
         (run_dir / SUMMARY_FILE).unlink(missing_ok=True)
         save_config(run_dir, config, provenance())
         history_file = open(run_dir / "history.jsonl", "w")
 
-    initial = evaluate(0, None)
     history: list[EpochRecord] = []
-    status, message = "completed", f"trained {config.epochs} epochs"
+    status: RunStatus = "completed"
+    message = f"trained {config.epochs} epochs"
     good_state = _snapshot(model)
     last_metrics = initial
     bar = _progress(config.epochs, progress)
@@ -178,7 +188,7 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
                 else:
                     z = model(idx) if indexed else model(x_train[idx])
                     labels = y_train[idx]
-                loss = batch_loss(z, labels, config.setting, **loss_options)
+                loss = step_loss(z, labels)
                 value = loss.item()
                 if not math.isfinite(value):
                     failure = f"loss became non-finite ({value}) at epoch {epoch}, step {s + 1}"
@@ -187,7 +197,7 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
                 loss.backward()
                 optimizer.step()
                 total += value
-            record = None
+            record: EpochRecord | None = None
             if failure is None:
                 mean_loss = total / steps
                 if epoch % config.metrics_every == 0 or epoch == config.epochs:
@@ -196,9 +206,9 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
                         failure = f"embeddings became non-finite at epoch {epoch}"
                 else:
                     record = EpochRecord(epoch, mean_loss, nc_val, mean_loss - nc_val)
-            if failure is not None:
+            if record is None:  # exactly when a failure was found (a record is made otherwise)
                 model.load_state_dict(good_state)
-                status, message = "diverged", failure + "; kept the state of the last complete epoch"
+                status, message = "diverged", f"{failure}; kept the state of the last complete epoch"
                 break
             record = dataclasses.replace(record, time_s=time.perf_counter() - start)
             history.append(record)

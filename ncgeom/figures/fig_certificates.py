@@ -61,8 +61,8 @@ def plot(results: Path, out: Path) -> list[Path]:
         ("distance of optimizer to ETF Gram", [r.get("distance_to_etf") or 0.0 for r in rows], "^", "#009E73"),
     )
     unique = np.array([r.get("minimizer_unique") is not False for r in rows])
-    for label, values, marker, color in series:
-        values = np.maximum(values, _FLOOR)
+    for label, raw, marker, color in series:
+        values = np.maximum(raw, _FLOOR)
         if marker == "^":  # hollow where psi is not strictly convex: the minimizer need not be the ETF
             ax.scatter(x[unique], values[unique], marker=marker, color=color, label=label, s=22, zorder=3)
             if (~unique).any():

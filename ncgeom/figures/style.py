@@ -18,6 +18,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.rcsetup import cycler  # noqa: E402  (the object matplotlib.cycler re-exports; typed here)
 
 from ncgeom.atomic_io import atomic_write_bytes  # noqa: E402
 from ncgeom.figures.runs import MissingResults  # noqa: E402
@@ -55,7 +56,7 @@ _CYCLE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#00
 
 BETAS = (0.0, 2.0, 5.0, 10.0, 30.0)
 _BETA_COLORS = {0.0: "#000000", 2.0: "#0072B2", 5.0: "#009E73", 10.0: "#E69F00", 30.0: "#D55E00"}
-_SETTING_COLORS = dict(zip(SETTINGS, ("#0072B2", "#009E73", "#E69F00", "#D55E00")))
+_SETTING_COLORS: dict[str, str] = dict(zip(SETTINGS, ("#0072B2", "#009E73", "#E69F00", "#D55E00")))
 
 
 def beta_color(beta: float) -> str:
@@ -91,7 +92,7 @@ def apply_style() -> None:
             "ytick.labelsize": 8,
             "axes.grid": True,
             "grid.alpha": 0.3,
-            "axes.prop_cycle": matplotlib.cycler(color=list(_CYCLE)),
+            "axes.prop_cycle": cycler(color=list(_CYCLE)),
             "lines.linewidth": 1.6,
             "legend.frameon": False,
             "pdf.fonttype": 42,

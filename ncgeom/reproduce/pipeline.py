@@ -35,7 +35,7 @@ from ncgeom.figures.render import render_all
 from ncgeom.provenance import provenance
 from ncgeom.reproduce.report import write_report
 from ncgeom.reproduce.scales import ScaleParameters, scale_parameters
-from ncgeom.reproduce.stages import STAGES, StageOutcome, StageRecord
+from ncgeom.reproduce.stages import STAGES, StageOutcome, StageRecord, StageStatus
 from ncgeom.reproduce.theory_data import compute_all
 from ncgeom.validate import require_int
 from proofs_check.report import run_all
@@ -136,9 +136,8 @@ def reproduce(
 
 def _run_stage(ctx: Context, stage: str, *, force: bool = False) -> StageOutcome:
     previous = StageRecord.load(ctx.out, stage)
-    redo = (force or stage in ctx.redo or previous is None or previous.status != "done"
-            or (stage == "figures" and bool(ctx.ran)))
-    if not redo:
+    redo = force or stage in ctx.redo or (stage == "figures" and bool(ctx.ran))
+    if previous is not None and previous.status == "done" and not redo:
         ctx.log(f"[{stage}] already done ({previous.seconds:.1f} s earlier): skipped")
         return StageOutcome(stage, "skipped", previous.seconds)
     ctx.log(f"[{stage}] running")
@@ -153,7 +152,7 @@ def _run_stage(ctx: Context, stage: str, *, force: bool = False) -> StageOutcome
         ctx.ran.append(stage)
         return StageOutcome(stage, "failed", seconds, error)
     seconds = time.perf_counter() - t0
-    status = "failed" if summary.get("failed") else "done"
+    status: StageStatus = "failed" if summary.get("failed") else "done"
     error = "; ".join(summary.get("failed", []))[:500] if status == "failed" else ""
     StageRecord(stage, status, seconds, error, summary).save(ctx.out)
     ctx.log(f"[{stage}] {status} in {seconds:.1f} s" + (f": {error}" if error else ""))

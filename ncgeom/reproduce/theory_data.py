@@ -24,7 +24,7 @@ from ncgeom.atomic_io import atomic_write_json, read_json
 from ncgeom.population import FiniteLatentModel, population_loss
 from ncgeom.reproduce.scales import ScaleParameters
 from ncgeom.theory import collision_probability, nc_value
-from ncgeom.vocabulary import SETTINGS, hard_setting
+from ncgeom.vocabulary import SETTINGS, PsiName, hard_setting
 from proofs_check.hucl import check_hucl
 from proofs_check.records import CheckResult
 
@@ -40,7 +40,7 @@ __all__ = [
 THEORY_FILES: tuple[str, ...] = ("nc_values", "harris_gap", "certificates", "hucl_exploration")
 
 
-def nc_value_curves(*, num_classes: int, num_negatives: tuple[int, ...], betas: tuple[float, ...], tau: float = 1.0, psi: str = "infonce") -> dict:
+def nc_value_curves(*, num_classes: int, num_negatives: tuple[int, ...], betas: tuple[float, ...], tau: float = 1.0, psi: PsiName = "infonce") -> dict:
     """Loss at NC vs beta for the four settings and each k, with pi_beta (docs/theory.md, section 5).
 
     Returns ``{"psi", "tau", "num_classes", "betas", "num_negatives", "values": {k: {setting: [..]}},
