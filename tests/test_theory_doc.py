@@ -12,7 +12,7 @@ from ncgeom.geometry import simplex_etf
 from ncgeom.metrics import nc_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
-THEORY = ROOT / "docs" / "docs/theory.md"
+THEORY = ROOT / "docs" / "theory.md"
 SECTIONS = {
     1: "Notation",
     2: "The loss family psi",
@@ -92,7 +92,7 @@ def test_nothing_points_outside_the_repository():
 
 
 def test_bare_citations_point_into_docs():
-    # "docs/theory.md" alone (not docs/theory.md, not a relative link from docs/) would name no file a user has
+    # "theory.md" alone (not docs/theory.md, not a relative link from docs/) would name no file a user has
     bad = []
     for rel, text in _tracked_text_files():
         if rel.startswith("docs/") or rel == "tests/test_theory_doc.py":
