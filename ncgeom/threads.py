@@ -10,10 +10,48 @@ process boundary, or scoped with a context manager that restores the previous se
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 
 from ncgeom.validate import require_int
 
-__all__ = ["limit_cpu_threads", "one_torch_thread"]
+__all__ = ["limit_cpu_threads", "one_torch_thread", "thread_settings", "THREAD_ENV_VARS"]
+
+THREAD_ENV_VARS: tuple[str, ...] = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+"""The environment variables that set the size of the OpenMP / BLAS thread pools."""
+
+
+def thread_settings() -> dict:
+    """The CPU thread settings of this process, for run provenance (float32 results depend on them).
+
+    ``torch``: torch's intra-op and inter-op thread counts (None when torch is not imported in this
+    process: then nothing here ran in torch); ``blas``: the thread count of each BLAS / OpenMP pool loaded
+    (threadpoolctl; what :func:`limit_cpu_threads` sets); ``env``: the variables of
+    :data:`THREAD_ENV_VARS` that are set; ``cpu_count``: os.cpu_count().
+    """
+    torch = sys.modules.get("torch")  # never imported here: a process without torch has no torch pool
+    torch_threads = None
+    if torch is not None:
+        torch_threads = {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        blas = None
+    else:
+        blas = sorted({f"{info.get('internal_api')}={info.get('num_threads')}" for info in threadpool_info()})
+    return {
+        "torch": torch_threads,
+        "blas": blas,
+        "env": {name: os.environ[name] for name in THREAD_ENV_VARS if name in os.environ},
+        "cpu_count": os.cpu_count(),
+    }
 
 
 def limit_cpu_threads(n: int) -> None:

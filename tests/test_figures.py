@@ -19,7 +19,7 @@ import pytest
 import ncgeom.figures
 from ncgeom.atomic_io import atomic_write_json
 from ncgeom.experiments import Config, EpochRecord, RunSummary, load_runs
-from ncgeom.experiments.records import append_epoch, save_config
+from ncgeom.experiments.records import save_config, save_history
 from ncgeom.figures import FIGURES, figure_module, figure_names, get_figure, render_figure
 from ncgeom.figures.runs import MissingResults, load_theory, run_beta, select_runs, sweep_folders
 from ncgeom.reproduce.theory_data import harris_gaps, nc_value_curves
@@ -43,9 +43,7 @@ def _write_run(path: Path, rng: np.random.Generator, *, epochs: int = 5, classes
         test_acc = None if cfg.model == "unconstrained" else 1 - 0.6 * d
         loss = None if epoch == 0 else 1 + d
         records.append(EpochRecord(epoch, loss, 1.0, None if loss is None else d, test_acc, 1.0, float(epoch), metrics))
-    with open(path / "history.jsonl", "w") as handle:
-        for record in records[1:]:
-            append_epoch(handle, record)
+    save_history(path, records[1:])
     RunSummary("completed", "", records[-1], records[0], 1.0, "test", epochs, 0.0, cfg).save(path)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ncgeom.labels import integer_labels
 from ncgeom.validate import require_int
 
 __all__ = ["class_balanced_counts", "class_balanced_batches"]
@@ -34,14 +35,14 @@ def class_balanced_batches(labels, batch_size: int, *, num_batches: int, rng: np
 
     Parameters
     ----------
-    labels : array [N] of int in {0..C-1}
+    labels : array [N] of int (any values; :func:`ncgeom.labels.integer_labels`)
     batch_size : int
         2 <= B; a class may appear at most as many times as it has members.
     num_batches : int
     rng : numpy.random.Generator
     """
-    y = np.asarray(labels)
-    if y.ndim != 1 or y.size == 0:
+    y = integer_labels(labels)  # integers (or strings mapped to ids); never lossy floats
+    if y.size == 0:
         raise ValueError(f"labels must have shape [N] with N >= 1, got {y.shape}")
     b = require_int("batch_size", batch_size, min_value=2, max_value=y.size)
     steps = require_int("num_batches", num_batches, min_value=0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ncgeom.labels import integer_labels
 from ncgeom.validate import require_real
 
 __all__ = ["label_positive_indices", "label_positives", "noise_positives", "two_view_batch"]
@@ -31,9 +32,7 @@ def label_positive_indices(labels, *, rng: np.random.Generator) -> np.ndarray:
     -------
     numpy.ndarray [N], int64
     """
-    y = np.asarray(labels)
-    if y.ndim != 1:
-        raise ValueError(f"labels must have shape [N], got {y.shape}")
+    y = integer_labels(labels)  # integers (or strings mapped to ids); never lossy floats
     if not isinstance(rng, np.random.Generator):
         raise ValueError("rng must be a numpy.random.Generator")
     out = np.empty(y.size, dtype=np.int64)

@@ -5,7 +5,8 @@ A run directory (docs/experiments.md) holds:
 - ``config.json``: the :class:`~ncgeom.experiments.config.Config` fields plus ``"provenance"`` (git commit,
   package versions, time): :func:`save_config` / :func:`load_config`;
 - ``history.jsonl``: one :class:`EpochRecord` per line, the theory metrics nested under ``"metrics"``
-  (null on epochs skipped by ``metrics_every``): :func:`append_epoch` / :func:`load_history`;
+  (null on epochs skipped by ``metrics_every``): :class:`HistoryWriter` (the whole file rewritten by
+  atomic rename after each epoch) or :func:`save_history` / :func:`load_history`;
 - ``summary.json``: one :class:`RunSummary`, written last (atomically), so its presence marks a
   finished run. Its ``final`` and ``initial`` are :class:`EpochRecord` objects too (the same shape as a
   history line: metrics nested under ``"metrics"``);
@@ -14,6 +15,10 @@ A run directory (docs/experiments.md) holds:
 :func:`load_run` reads the whole directory into a frozen :class:`SavedRun` (figures and the report use
 it). Every ``from_dict`` rejects a missing or unknown key, naming it: a file of another shape is an
 error, never guessed at. Non-finite floats are written as JSON null (strict JSON, ncgeom.atomic_io).
+
+Every file is written by :mod:`ncgeom.atomic_io` (temporary file + rename): a path is never opened for
+writing, so a symlink planted in a run directory is replaced, never written through, and a killed run
+leaves every file either absent or complete (it has no summary.json, so a resumed sweep reruns it).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from ncgeom.atomic_io import atomic_write_json, dumps_json, jsonable, read_json
+from ncgeom.atomic_io import atomic_write_json, atomic_write_text, dumps_json, jsonable, read_json
 from ncgeom.experiments.config import Config, config_from_dict
 from ncgeom.metrics.record import METRIC_NAMES
 
@@ -37,7 +42,8 @@ __all__ = [
     "SavedRun",
     "save_config",
     "load_config",
-    "append_epoch",
+    "HistoryWriter",
+    "save_history",
     "load_history",
     "load_run",
     "load_runs",
@@ -181,14 +187,47 @@ def load_config(path: str | Path) -> tuple[Config, dict[str, Any]]:
     return config_from_dict(data), provenance
 
 
-def append_epoch(handle, record: EpochRecord) -> None:
-    """Write one history.jsonl line to an open text file and flush it."""
-    handle.write(dumps_json(record.to_dict(), indent=None) + "\n")
-    handle.flush()
+def _history_line(record: EpochRecord) -> str:
+    return dumps_json(record.to_dict(), indent=None) + "\n"
+
+
+def save_history(run_dir: str | Path, records, *, durable: bool = True) -> Path:
+    """Write ``run_dir/history.jsonl`` (one line per :class:`EpochRecord`) atomically."""
+    return atomic_write_text(Path(run_dir) / HISTORY_FILE, "".join(_history_line(r) for r in records), durable=durable)
+
+
+class HistoryWriter:
+    """The history.jsonl of a running run, rewritten whole by atomic rename after each epoch.
+
+    The file is never opened for appending: each :meth:`append` writes all lines so far to a temporary
+    file and renames it over history.jsonl (without fsync; :meth:`close` writes once more with fsync).
+    A killed run thus leaves a complete history of its finished epochs, and a symlink planted at
+    history.jsonl is replaced, not followed. Cost: O(E^2) bytes over E epochs, the lines being encoded
+    once each: 300 epochs of 660-byte lines (C = 10) rewrite 30 MB in total, 150 ms (measured).
+    Creating the writer replaces any previous history with an empty file.
+    """
+
+    def __init__(self, run_dir: str | Path):
+        self.path = Path(run_dir) / HISTORY_FILE
+        self._lines: list[str] = []
+        atomic_write_text(self.path, "", durable=False)
+
+    def append(self, record: EpochRecord) -> None:
+        """Add one epoch record and rewrite the file (atomic rename, no fsync)."""
+        self._lines.append(_history_line(record))
+        atomic_write_text(self.path, "".join(self._lines), durable=False)
+
+    def close(self) -> None:
+        """Write the final file durably (fsync before the rename)."""
+        atomic_write_text(self.path, "".join(self._lines), durable=True)
 
 
 def load_history(run_dir: str | Path) -> tuple[EpochRecord, ...]:
-    """The epoch records of ``run_dir/history.jsonl`` (a torn last line, left by a killed run, is dropped)."""
+    """The epoch records of ``run_dir/history.jsonl``.
+
+    ncgeom writes the file by atomic rename (:class:`HistoryWriter`), so it never ends in a torn line; a
+    torn last line in a file written otherwise (appended by another tool and interrupted) is dropped.
+    """
     path = Path(run_dir) / HISTORY_FILE
     if not path.is_file():
         return ()

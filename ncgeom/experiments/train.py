@@ -37,7 +37,7 @@ from ncgeom.data import (
     two_view_batch,
 )
 from ncgeom.experiments.config import Config
-from ncgeom.experiments.records import SUMMARY_FILE, EpochRecord, RunStatus, append_epoch, save_config
+from ncgeom.experiments.records import SUMMARY_FILE, EpochRecord, HistoryWriter, RunStatus, save_config
 from ncgeom.experiments.result import Result
 from ncgeom.geometry import simplex_etf
 from ncgeom.metrics import class_means, nc_metrics, ncc_accuracy
@@ -164,11 +164,11 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
     if initial is None:  # before any step (batch_loss would reject these embeddings at the first one)
         raise ValueError(f"the initial embeddings are not finite (init_scale={config.init_scale:g}, dtype={config.dtype})")
 
-    history_file = None
+    history_file: HistoryWriter | None = None
     if run_dir is not None:
-        (run_dir / SUMMARY_FILE).unlink(missing_ok=True)
+        (run_dir / SUMMARY_FILE).unlink(missing_ok=True)  # unlinks a planted symlink itself, not its target
         save_config(run_dir, config, provenance())
-        history_file = open(run_dir / "history.jsonl", "w")
+        history_file = HistoryWriter(run_dir)  # every run file is written by atomic rename
 
     history: list[EpochRecord] = []
     status: RunStatus = "completed"
@@ -216,16 +216,16 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
                 last_metrics = record
             good_state = _snapshot(model)
             if history_file is not None:
-                append_epoch(history_file, record)
+                history_file.append(record)
             if bar is not None:
                 etf = record.value("etf_distance")
                 bar.update(1)
                 bar.set_postfix(loss=f"{record.loss:.4f}", gap=f"{record.gap:.2e}", etf="-" if etf is None else f"{etf:.3f}")
     finally:
-        if history_file is not None:
-            history_file.close()
         if bar is not None:
             bar.close()
+    if history_file is not None:
+        history_file.close()  # durable; an exception above leaves the last epoch's file (no summary: rerun)
 
     if history and history[-1].metrics is None:  # diverged after an epoch skipped by metrics_every
         last_metrics = evaluate(history[-1].epoch, history[-1].loss) or last_metrics

@@ -13,12 +13,14 @@ from typing import Literal
 
 import torch
 
+from ncgeom.labels import check_label_tensor
 from ncgeom.losses.kernels.blocked import blocked_weighted
 from ncgeom.losses.kernels.dense import dense_weighted_values
 from ncgeom.losses.kernels.sampled import sampled_values
 from ncgeom.losses.kernels.structure import LossSpec, pair_structure
 from ncgeom.losses.psi import Psi, make_psi
-from ncgeom.validate import require_choice, require_finite_array, require_int, require_real
+from ncgeom.ranges import require_beta, require_tau
+from ncgeom.validate import require_choice, require_finite_array, require_int
 from ncgeom.vocabulary import (
     BACKENDS,
     ESTIMATORS,
@@ -130,11 +132,12 @@ def batch_loss(
     labels : Tensor [B] (integer)
         Class labels; any integer values (classes absent from the batch play no role).
     setting : {"scl", "hscl", "ucl", "hucl"}
-    beta : float >= 0
+    beta : float in [0, 1e4]
         Hardness b of the tilt for HSCL/HUCL. **Ignored for SCL and UCL** (b = 0 there), so that
-        beta = 0 HSCL is exactly SCL and HUCL at beta = 0 exactly UCL.
-    tau : float > 0
-        Temperature.
+        beta = 0 HSCL is exactly SCL and HUCL at beta = 0 exactly UCL. The range is validated
+        (``ncgeom.ranges.BETA_MAX``; see Notes).
+    tau : float >= 1e-3
+        Temperature (``ncgeom.ranges.TAU_MIN``; no upper bound).
     num_negatives : int >= 1 or "batch"
         k. "batch" means k = |N(i)| per anchor (then SCL at beta = 0 is pytorch-metric-learning's
         NTXentLoss with labels). k = 1 with the weighted estimator is the authors' mean form
@@ -167,8 +170,13 @@ def batch_loss(
     Notes
     -----
     Anchors with no positive or no negative contribute nothing. Everything is computed in log space
-    (masked log-sum-exp with finfo sentinels): for beta in [0, 100], tau in [0.01, 10] and float32
-    inputs on the sphere or the ball the loss and the gradient are finite. At an exact NC batch the
+    (masked log-sum-exp with finfo sentinels). Validated range (docs/theory.md section 7, "Backends and
+    numerics"): beta in [0, 1e4] and tau >= 1e-3; outside it batch_loss raises ValueError naming the
+    range. Inside it, for float32 inputs of norm <= 1 (sphere, ball), the loss and the gradient are
+    finite with every backend and estimator, and the float32 value is within about (beta + 1/tau) * 2^-23
+    of the float64 value (the log-sum-exp of (beta + 1/tau) S is differenced in working precision).
+    Unnormalized embeddings stay finite while (beta + 1/tau) max ||z||^2 is far below the dtype's largest
+    value; beyond it the loss is inf (a training run then stops as diverged). At an exact NC batch the
     SCL/HSCL value is log(1 + k e^{-C/((C-1) tau)}) (docs/theory.md section 7).
 
     Examples
@@ -268,15 +276,12 @@ def _validate(z, labels, setting, beta, tau, num_negatives, estimator, psi, deta
     require_finite_array("z", z)
     if not isinstance(labels, torch.Tensor):
         raise ValueError(f"labels must be an integer torch.Tensor of shape [B], got {type(labels).__name__}")
-    if labels.ndim != 1 or labels.shape[0] != z.shape[0]:
-        raise ValueError(f"labels must have shape [B] = [{z.shape[0]}], got {tuple(labels.shape)}")
-    if labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool:
-        raise ValueError(f"labels must have an integer dtype, got {labels.dtype}")
+    check_label_tensor(labels, z.shape[0])
     if labels.device != z.device:
         raise ValueError(f"labels must be on z's device {z.device}, got {labels.device}")
     setting = require_choice("setting", setting, SETTINGS)
-    beta = require_real("beta", beta, min_value=0.0)
-    tau = require_real("tau", tau, min_value=0.0, min_inclusive=False)
+    beta = require_beta(beta)  # [0, BETA_MAX]: the validated range of docs/theory.md section 7
+    tau = require_tau(tau)  # >= TAU_MIN
     if num_negatives != "batch":
         if isinstance(num_negatives, str):
             raise ValueError(f"num_negatives must be an integer >= 1 or 'batch', got {num_negatives!r}")
@@ -287,6 +292,8 @@ def _validate(z, labels, setting, beta, tau, num_negatives, estimator, psi, deta
     estimator = require_choice("estimator", estimator, ESTIMATORS)
     if not isinstance(psi, Psi):
         psi = make_psi(require_choice("psi", psi, PSI_NAMES), tau=tau)
+    if psi.tau is not None:
+        require_tau(psi.tau, name="psi's tau")
     if estimator == "weighted" and not (psi.builtin and psi.name == "infonce" and psi.tau == tau):
         raise ValueError(
             "psi must be 'infonce' (with the same tau) for estimator='weighted' (docs/theory.md section 7); "

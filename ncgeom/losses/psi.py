@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ncgeom.ranges import require_margin
 from ncgeom.validate import require_choice, require_real
 from ncgeom.vocabulary import PSI_NAMES, PsiName
 
@@ -132,9 +133,10 @@ def triplet(*, margin: float = 1.0) -> Psi:
     """Triplet hinge, averaged over negatives: psi_k(t) = (1/k) sum_i max(0, t_i + margin).
 
     Convex and non-decreasing but not strictly convex (docs/theory.md section 2). At an SCL NC point its
-    value is max(0, margin - C/(C-1)).
+    value is max(0, margin - C/(C-1)). ``margin`` must lie in [-1e4, 1e4] (``ncgeom.ranges.MARGIN_MAX``:
+    the value then stays finite in every float type, and a margin of 1e308 would make it inf).
     """
-    margin = require_real("margin", margin)
+    margin = require_margin(margin)
 
     def func(t):
         if _is_torch(t):

@@ -9,6 +9,12 @@ norm, centred at the origin), not means re-centred at mu_G as Papyan et al.'s eq
 
 Undefined cases return NaN rather than a number that would read as a verdict: a class mean equal to 0
 (``equal_inner_product``), all class means equal (``nc1``, ``etf_distance``).
+
+Scale (:mod:`ncgeom.metrics.groups`): every metric works on z divided by a power of two near max |z|.
+``equal_inner_product``, ``nc1`` and ``etf_distance`` are scale invariant by definition (docs/theory.md
+section 8) and give bitwise the same value for z and 2^m z; ``zero_sum`` and ``within_class`` are
+homogeneous of degree 1 and ``unit_norm`` is not homogeneous: they are computed on the scaled z and the
+scale is applied to the final norms, so nothing under- or overflows where the result is representable.
 """
 
 from __future__ import annotations
@@ -28,11 +34,12 @@ __all__ = [
 
 
 def _unit_norm(g: _Groups) -> float:
-    return float(np.mean(np.abs(np.linalg.norm(g.means, axis=1) - 1.0)))
+    # ||mu_c|| = scale * ||mu_c / scale||: the norm is taken on the scaled means (no under/overflow)
+    return float(np.mean(np.abs(np.linalg.norm(g.means, axis=1) * g.scale - 1.0)))
 
 
 def _zero_sum(g: _Groups) -> float:
-    return float(np.linalg.norm(g.means.mean(axis=0)))
+    return float(np.linalg.norm(g.means.mean(axis=0)) * g.scale)
 
 
 def _equal_inner_product(g: _Groups) -> float:
@@ -49,7 +56,7 @@ def _equal_inner_product(g: _Groups) -> float:
 def _within_class(g: _Groups) -> float:
     dist = np.linalg.norm(g.z - g.means[g.index], axis=1)
     per_class = np.bincount(g.index, weights=dist, minlength=g.num_classes) / g.counts
-    return float(per_class.mean())
+    return float(per_class.mean() * g.scale)
 
 
 def _centered_means(g: _Groups) -> np.ndarray:

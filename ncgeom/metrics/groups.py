@@ -1,9 +1,17 @@
 """Validated embeddings grouped by class, and the class means every NC metric starts from.
 
 All metrics of :mod:`ncgeom.metrics` take ``(z, labels)``: ``z`` [N, d] (numpy array or torch tensor,
-any float dtype; converted to float64 on the CPU) and ``labels`` [N] (integers, any values). The
-classes are the sorted distinct labels; class c is the c-th of them. With ``num_classes=C`` the labels
-must instead be exactly 0..C-1, every one present (a class with no sample is an error naming it).
+any float dtype; converted to float64 on the CPU) and ``labels`` [N] (integers, any values, or strings;
+:func:`ncgeom.labels.integer_labels`). The classes are the sorted distinct labels; class c is the c-th of
+them. With ``num_classes=C`` the labels must instead be exactly 0..C-1, every one present (a class with no
+sample is an error naming it).
+
+Scale. z is divided by a power of two s = 2^e close to max |z_ij| before anything is squared or summed
+(exact: only the exponent changes), so no intermediate under- or overflows whatever the scale of z
+(1e-170 or 1e150 alike). The scale-invariant metrics (equal_inner_product, nc1, etf_distance, spectrum,
+rankme, ncc_accuracy) are computed on z / s alone and give bitwise the same value for z and 2^m z; the
+homogeneous ones (zero_sum, within_class) are multiplied back by s, and unit_norm compares s ||mu_c|| with
+1. An all-zero z keeps s = 1 (the metrics then follow their documented failure modes: NaN where undefined).
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ncgeom.labels import integer_labels
 from ncgeom.validate import require_finite_array, require_int
 
 __all__ = ["class_means"]
@@ -19,13 +28,17 @@ __all__ = ["class_means"]
 
 @dataclass(frozen=True)
 class _Groups:
-    """Internal: validated float64 embeddings with class indices 0..C-1 and class means."""
+    """Internal: validated float64 embeddings divided by their scale, class indices 0..C-1 and class means.
 
-    z: np.ndarray  # [N, d] float64
+    The embeddings are ``scale * z`` and the class means ``scale * means`` (module docstring, "Scale").
+    """
+
+    z: np.ndarray  # [N, d] float64, divided by ``scale`` (max |z| in [1, 2), or all zero)
     index: np.ndarray  # [N] int, position of each label in ``classes``
     classes: np.ndarray  # [C] the distinct labels, sorted
     counts: np.ndarray  # [C] samples per class
-    means: np.ndarray  # [C, d] float64
+    means: np.ndarray  # [C, d] float64, class means of the scaled ``z``
+    scale: float  # a power of two (1.0 for an all-zero z)
 
     @property
     def num_classes(self) -> int:
@@ -53,24 +66,30 @@ def _embeddings(z, name: str = "z") -> np.ndarray:
 
 
 def _integer_labels(labels, n: int, name: str = "labels", rows_of: str = "z") -> np.ndarray:
-    """``labels`` as an int64 array [n]; integral floats are accepted, anything else is an error."""
-    arr = _to_numpy(labels)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array [N], got shape {arr.shape}")
-    if arr.shape[0] != n:
-        raise ValueError(f"{name} has length {arr.shape[0]} but {rows_of} has {n} rows (they must match)")
-    if np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool:
-        return arr.astype(np.int64)
-    if np.issubdtype(arr.dtype, np.floating):
-        if not np.isfinite(arr).all() or not (arr == np.round(arr)).all():
-            raise ValueError(f"{name} must hold integers, got non-integral values")
-        return arr.astype(np.int64)
-    raise ValueError(f"{name} must hold integers, got dtype {arr.dtype}")
+    """``labels`` as an int64 array [n] (:func:`ncgeom.labels.integer_labels`)."""
+    return integer_labels(labels, n=n, name=name, rows_of=rows_of)
+
+
+def _power_of_two_scale(z: np.ndarray) -> float:
+    """2^e with max |z| in [2^e, 2^(e+1)): dividing by it is exact; 1.0 for an all-zero z.
+
+    2^e itself is always finite (e <= 1023), even for max |z| near the largest float64.
+    """
+    peak = float(np.max(np.abs(z))) if z.size else 0.0
+    if peak == 0.0:
+        return 1.0
+    return float(np.ldexp(1.0, int(np.frexp(peak)[1]) - 1))
+
+
+def _unit_scaled(z: np.ndarray) -> tuple[np.ndarray, float]:
+    """(z / s, s) with s = :func:`_power_of_two_scale` (z / s has max |.| in [1, 2))."""
+    s = _power_of_two_scale(z)
+    return (z / s if s != 1.0 else z), s
 
 
 def _group(z, labels, *, num_classes: int | None = None, min_classes: int = 2) -> _Groups:
     """Validate ``(z, labels)`` and group by class (see the module docstring for the rules)."""
-    zz = _embeddings(z)
+    zz, scale = _unit_scaled(_embeddings(z))
     y = _integer_labels(labels, zz.shape[0])
     if num_classes is not None:
         c = require_int("num_classes", num_classes, min_value=2)
@@ -92,7 +111,7 @@ def _group(z, labels, *, num_classes: int | None = None, min_classes: int = 2) -
     sums = np.zeros((classes.size, zz.shape[1]))
     np.add.at(sums, index, zz)
     means = sums / counts[:, None]
-    return _Groups(z=zz, index=index, classes=classes, counts=counts, means=means)
+    return _Groups(z=zz, index=index, classes=classes, counts=counts, means=means, scale=scale)
 
 
 def class_means(z, labels, *, num_classes: int | None = None) -> np.ndarray:
@@ -110,4 +129,5 @@ def class_means(z, labels, *, num_classes: int | None = None) -> np.ndarray:
     array([[0., 2.],
            [2., 0.]])
     """
-    return _group(z, labels, num_classes=num_classes).means.copy()
+    g = _group(z, labels, num_classes=num_classes)
+    return g.means * g.scale

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from ncgeom.metrics.groups import _embeddings, _group, _Groups, _integer_labels
+from ncgeom.labels import integer_labels
+from ncgeom.metrics.groups import _embeddings, _group, _Groups, _unit_scaled
 
 __all__ = ["ncc_accuracy"]
 
 
 def _accuracy(z: np.ndarray, index: np.ndarray, means: np.ndarray) -> float:
-    """Fraction of rows whose argmax_c <z_i, mu_c> equals their class index (first max on ties)."""
+    """Fraction of rows whose argmax_c <z_i, mu_c> equals their class index (first max on ties).
+
+    The argmax is invariant under positive scalings of z and of the means: both are passed divided by a
+    power of two near their largest entry, so the inner products never under- or overflow.
+    """
     predicted = np.argmax(z @ means.T, axis=1)
     return float(np.mean(predicted == index))
+
+
+def _to_array(x) -> np.ndarray:
+    return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
 
 
 def _ncc_accuracy(g: _Groups) -> float:
@@ -66,9 +75,8 @@ def ncc_accuracy(
         if class_labels is not None:
             raise ValueError("class_labels is only meaningful together with class_means")
         return _ncc_accuracy(_group(z, labels, num_classes=num_classes))
-    zz = _embeddings(z)
-    y = _integer_labels(labels, zz.shape[0])
-    means = _embeddings(class_means, "class_means")
+    zz = _unit_scaled(_embeddings(z))[0]
+    means = _unit_scaled(_embeddings(class_means, "class_means"))[0]
     c = means.shape[0]
     if c < 2:
         raise ValueError(f"class_means must have at least 2 rows (classes), got {c}")
@@ -77,9 +85,16 @@ def ncc_accuracy(
             f"class_means has dimension {means.shape[1]} but z has {zz.shape[1]} columns (they must match)"
         )
     if class_labels is None:
+        y = integer_labels(labels, n=zz.shape[0])
         known = np.arange(c)
     else:
-        known = _integer_labels(class_labels, c, "class_labels", "class_means")
+        known = integer_labels(class_labels, n=c, name="class_labels", rows_of="class_means")
+        y = integer_labels(labels, n=zz.shape[0])
+        raw_known, raw_y = _to_array(class_labels), _to_array(labels)
+        if raw_known.dtype.kind in "USO" or raw_y.dtype.kind in "USO":
+            # string labels: one mapping for both, so that equal strings get equal ids
+            both = integer_labels(np.concatenate([raw_known.astype(object), raw_y.astype(object)]))
+            known, y = both[:c], both[c:]
         if np.unique(known).size != c:
             raise ValueError("class_labels must be distinct")
     order = np.argsort(known)

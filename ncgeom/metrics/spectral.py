@@ -3,14 +3,15 @@
 docs/theory.md section 8. ``spectrum`` follows the authors' code (np.cov of the class means: centred,
 divided by C-1); ``rankme`` follows garrido2023rankme (singular values sigma, not sigma^2, of the RAW,
 uncentred and not re-normalised embedding matrix, eps = 1e-7). Peers differ on all four choices
-(docs/conventions.md, "Metrics").
+(docs/conventions.md, "Metrics"). Both are scale invariant by definition and are computed on z divided
+by a power of two near max |z| (:mod:`ncgeom.metrics.groups`), so z and 2^m z give bitwise the same value.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ncgeom.metrics.groups import _embeddings, _group, _Groups
+from ncgeom.metrics.groups import _embeddings, _group, _Groups, _unit_scaled
 
 __all__ = ["spectrum", "rankme", "RANKME_EPS"]
 
@@ -88,4 +89,4 @@ def rankme(z, labels=None, *, num_classes: int | None = None) -> float:
     """
     if labels is not None:
         return _rankme(_group(z, labels, num_classes=num_classes).z)
-    return _rankme(_embeddings(z))
+    return _rankme(_unit_scaled(_embeddings(z))[0])

@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ncgeom.geometry import simplex_etf
+from ncgeom.labels import integer_labels
 from ncgeom.validate import require_finite_array, require_int
 
 __all__ = ["FiniteLatentModel", "model_from_embeddings", "nc_model"]
@@ -139,10 +140,10 @@ def model_from_embeddings(z, labels, *, weights=None, prior=None) -> FiniteLaten
     defaults to balanced (1/C), as the theorems assume, not to the label frequencies.
     """
     z = np.asarray(z, dtype=np.float64)
-    y = np.asarray(labels)
-    if z.ndim != 2 or y.shape != (z.shape[0],):
-        raise ValueError(f"z must be [N, d] and labels [N], got {z.shape} and {y.shape}")
-    if not np.issubdtype(y.dtype, np.integer) or y.size == 0 or y.min() < 0:
+    if z.ndim != 2:
+        raise ValueError(f"z must be [N, d], got shape {z.shape}")
+    y = integer_labels(labels, n=z.shape[0])  # integers or strings mapped to ids, never lossy floats
+    if y.size == 0 or y.min() < 0:
         raise ValueError("labels must be non-negative integers")
     c = int(y.max()) + 1
     if c < 2 or np.any(np.bincount(y, minlength=c) == 0):

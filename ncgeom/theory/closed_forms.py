@@ -10,8 +10,10 @@ the number J of collisions among k negatives is Binomial(k, p) and
         \\psi_k(\\underbrace{0, \\dots, 0}_{j}, \\underbrace{-\\tfrac{C}{C-1}, \\dots, -\\tfrac{C}{C-1}}_{k-j}),
 
 with p = 0 (SCL, HSCL), 1/C (UCL) and pi_beta (HUCL; :func:`collision_probability`). The binomial
-weights are computed in log space (``gammaln``, log-sum-exp normalization), so k up to 10^4 and beta up
-to 100 stay finite. Source: jiang2025hard, Theorems 2-3 and the HUCL discussion; docs/theory.md section 5.
+weights are computed in log space (``gammaln``, log-sum-exp normalization) on a window of O(sqrt(k))
+terms around the mode, so every value is finite for k up to MAX_NEGATIVES = 10^10, every finite beta >= 0
+and every C >= 2; as beta grows the HUCL value tends to its limit pi_beta = 1, psi_k(0, ..., 0) (log(1 + k)
+for infonce). Source: jiang2025hard, Theorems 2-3 and the HUCL discussion; docs/theory.md section 5.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from ncgeom.vocabulary import PSI_NAMES, SETTINGS, PsiName, Setting, effective_b
 
 __all__ = [
     "MAX_ENUMERATED_NEGATIVES",
+    "MAX_NEGATIVES",
+    "MAX_USER_NEGATIVES",
     "collision_probability",
     "nc_value",
     "batch_nc_value",
@@ -37,6 +41,13 @@ __all__ = [
 #: Largest k for which :func:`nc_value` enumerates the 2^k collision placements of a non-symmetric psi.
 MAX_ENUMERATED_NEGATIVES = 16
 
+#: Largest k of :func:`nc_value`: the binomial window has O(sqrt(k)) terms (about 1.3e6 here, ~10 MB), and
+#: every count j stays an exact float64.
+MAX_NEGATIVES = 10**10
+
+#: Largest k of :func:`nc_value` for a user psi, evaluated on one k-vector per kept binomial term.
+MAX_USER_NEGATIVES = 10**5
+
 # Binomial terms whose log-weight is this far below the largest carry < e^-60 ~ 1e-26 of the mass each;
 # even 10^4 of them stay far below float64 eps, so user psi are evaluated only on the others.
 _NEGLIGIBLE_LOG_WEIGHT = 60.0
@@ -44,14 +55,19 @@ _ROWS_TIMES_K = 2_000_000  # chunk size (entries) for evaluating a user psi
 
 
 def _log_collision_probabilities(setting: str, num_classes: int, beta: float) -> tuple[float, float]:
-    """(log p, log(1 - p)) for the collision probability p; log 0 = -inf."""
+    """(log p, log(1 - p)) for the collision probability p; log 0 = -inf.
+
+    Exact in log space for every C >= 2 (Python ints of any size) and every finite beta >= 0: for HUCL,
+    log pi_beta = -log(1 + e^-x) and log(1 - pi_beta) = -log(1 + e^x) with x = beta C/(C-1) - log(C-1);
+    x = inf (beta near the float64 maximum) gives (0, -inf), the limit pi_beta = 1.
+    """
     c = num_classes
     if is_supervised(setting):
         return -math.inf, 0.0
+    log_c = math.log(c)  # exact for Python ints beyond the float range too
     if not is_hard(setting):  # UCL: uniform negatives
-        return -math.log(c), math.log1p(-1.0 / c)
-    # pi_beta = e^b / (e^b + (C-1) e^(-b/(C-1))) = expit(b C/(C-1) - log(C-1)).
-    x = beta * c / (c - 1) - math.log(c - 1)
+        return -log_c, math.log1p(-1.0 / c if c < 2**1000 else -math.exp(-log_c))
+    x = beta * (c / (c - 1)) - math.log(c - 1)  # c / (c - 1) is 1.0 for huge ints; beta * 2 may be inf
     log_p = -float(np.logaddexp(0.0, -x))
     log_q = -float(np.logaddexp(0.0, x))
     return log_p, log_q
@@ -67,8 +83,9 @@ def collision_probability(setting: Setting, *, num_classes: int, beta: float = 0
         = \\operatorname{expit}\\Big(\\frac{\\beta C}{C-1} - \\log(C-1)\\Big),
 
     where C = ``num_classes`` >= 2 and beta = ``beta`` >= 0 (the exponential tilt; ignored by the
-    non-hard settings, as in the batch estimators). Computed as a logistic function, so beta = 100
-    gives a value in (0, 1] without overflow.
+    non-hard settings, as in the batch estimators). Computed as a logistic function in log space, so
+    every finite beta (1e308 gives 1.0, the limit) and every C (a Python int beyond the float range gives
+    1/C = 0.0 for UCL) is handled without overflow.
 
     Examples
     --------
@@ -81,8 +98,42 @@ def collision_probability(setting: Setting, *, num_classes: int, beta: float = 0
     if is_supervised(setting):
         return 0.0
     if not is_hard(setting):  # UCL: uniform negatives
-        return 1.0 / c
-    return float(expit(beta * c / (c - 1) - math.log(c - 1)))
+        return 1.0 / c if c < 2**1000 else math.exp(-math.log(c))
+    return float(expit(beta * (c / (c - 1)) - math.log(c - 1)))
+
+
+def _binomial_window(k: int, log_p: float, log_q: float) -> tuple[np.ndarray, np.ndarray]:
+    """(j, log w_j): the numbers of collisions j whose binomial log-weight is within 60 of the largest.
+
+    The count of the rarer event (collision or not) is drawn with the smaller of p, 1 - p (so p close to
+    1 keeps its precision through 1 - p), around its mode with a window of 12 standard deviations + 64,
+    doubled until both edges are negligible. The binomial log-pmf is concave in j, so nothing beyond the
+    edges can matter. The window has O(sqrt(k)) entries, so k up to MAX_NEGATIVES costs little memory.
+    """
+    flip = log_p > log_q  # count the rarer event i; j = k - i when it is the non-collision
+    log_r, log_s = (log_q, log_p) if flip else (log_p, log_q)
+    if math.isinf(log_r):  # r = 0: all k of the common event
+        i = np.zeros(1)
+        logw = np.zeros(1)
+    else:
+        r = math.exp(log_r)
+        mode = min(k, math.floor((k + 1) * r))
+        width = math.ceil(12.0 * math.sqrt(k * r * (1.0 - r))) + 64
+        while True:
+            lo, hi = max(0, mode - width), min(k, mode + width)
+            i = np.arange(lo, hi + 1, dtype=np.float64)
+            with np.errstate(over="ignore"):  # (k - i) log(1 - r) = -inf for r ~ 1 - 1e-308: weight 0
+                logw = gammaln(k + 1.0) - gammaln(i + 1.0) - gammaln(k - i + 1.0) + i * log_r + (k - i) * log_s
+            top = logw.max()
+            if (lo == 0 or logw[0] < top - _NEGLIGIBLE_LOG_WEIGHT) and (
+                hi == k or logw[-1] < top - _NEGLIGIBLE_LOG_WEIGHT
+            ):
+                break
+            width *= 2
+        keep = logw >= top - _NEGLIGIBLE_LOG_WEIGHT
+        i, logw = i[keep], logw[keep]
+    j = k - i if flip else i
+    return j, logw
 
 
 def _builtin_profile(psi: Psi, k: int, j: np.ndarray, neg: float) -> np.ndarray:
@@ -98,9 +149,9 @@ def _builtin_profile(psi: Psi, k: int, j: np.ndarray, neg: float) -> np.ndarray:
         tau = float(psi.params["tau"])
         with np.errstate(divide="ignore"):
             return np.logaddexp(0.0, np.logaddexp(np.log(j), np.log(k - j) + neg / tau) - math.log(k))
-    # triplet: (1/k) (j max(0, m) + (k - j) max(0, neg + m))
+    # triplet: (j/k) max(0, m) + ((k - j)/k) max(0, neg + m): fractions first, so nothing overflows
     m = float(psi.params["margin"])
-    return (j * max(0.0, m) + (k - j) * max(0.0, neg + m)) / k
+    return (j / k) * max(0.0, m) + ((k - j) / k) * max(0.0, neg + m)
 
 
 def _user_profile(psi: Psi, k: int, j: np.ndarray, neg: float) -> np.ndarray:
@@ -175,7 +226,7 @@ def nc_value(
     """
     setting = require_choice("setting", setting, SETTINGS)
     c = require_int("num_classes", num_classes, min_value=2)
-    k = require_int("num_negatives", num_negatives, min_value=1)
+    k = require_int("num_negatives", num_negatives, min_value=1, max_value=MAX_NEGATIVES)
     beta = require_real("beta", beta, min_value=0.0)
     if not isinstance(psi, Psi):
         psi = make_psi(psi, tau=tau, margin=margin)
@@ -183,14 +234,11 @@ def nc_value(
     log_p, log_q = _log_collision_probabilities(setting, c, beta)
 
     if _is_builtin(psi) or psi.symmetric:
-        j = np.arange(k + 1, dtype=np.float64)
-        if math.isinf(log_p):  # p = 0: only j = 0
-            j = j[:1]
-            logw = np.zeros(1)
-        else:
-            logw = gammaln(k + 1) - gammaln(j + 1) - gammaln(k - j + 1) + j * log_p + (k - j) * log_q
-            keep = logw >= logw.max() - _NEGLIGIBLE_LOG_WEIGHT
-            j, logw = j[keep], logw[keep]
+        if not _is_builtin(psi) and k > MAX_USER_NEGATIVES:
+            raise ValueError(
+                f"num_negatives must be <= {MAX_USER_NEGATIVES} for a user psi (it is evaluated on k-vectors), got {k}"
+            )
+        j, logw = _binomial_window(k, log_p, log_q)
         logw = logw - logsumexp(logw)  # exact normalization of the kept mass
         values = _builtin_profile(psi, k, j, neg) if _is_builtin(psi) else _user_profile(psi, k, j, neg)
         return float(math.fsum(np.exp(logw) * values))
@@ -206,7 +254,9 @@ def nc_value(
     mask = np.array(list(itertools.product((0, 1), repeat=k)), dtype=bool)  # True = collision
     t = np.where(mask, 0.0, neg)
     ncoll = mask.sum(axis=1)
-    w = np.exp(ncoll * log_p + (k - ncoll) * log_q)
+    with np.errstate(over="ignore", invalid="ignore"):  # 0 * log 0 is 0 here (no such position), not NaN
+        logw = np.where(ncoll > 0, ncoll * log_p, 0.0) + np.where(ncoll < k, (k - ncoll) * log_q, 0.0)
+    w = np.exp(logw - logw.max())
     values = np.asarray(psi(t), dtype=np.float64)
     return float(math.fsum(w * values) / math.fsum(w))
 
