@@ -7,12 +7,21 @@ Example: ``ncgeom bench --batch-sizes 1024 4096 --repeats 5 --threads 1 --out be
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
+from ncgeom import budget
 from ncgeom.atomic_io import atomic_write_json
 from ncgeom.validate import require_int, require_real
 
-__all__ = ["register", "handler"]
+__all__ = ["register", "handler", "MAX_REPEATS", "MAX_CLASSES"]
+
+#: Most timed repetitions per (method, batch size): the median of 1000 is as good as it gets.
+MAX_REPEATS = 1000
+#: Most classes of the random labels (torch.randint's int64 range is larger; above B classes the labels are
+#: all distinct anyway).
+MAX_CLASSES = 2**31 - 1
 
 
 def register(subparsers) -> None:
@@ -54,19 +63,25 @@ def handler(args) -> int:
     for b in args.batch_sizes:
         require_int("--batch-sizes", b, min_value=2)
     require_int("--dim", args.dim, min_value=1)
-    require_int("--classes", args.classes, min_value=2)
+    require_int("--classes", args.classes, min_value=2, max_value=MAX_CLASSES)
     require_real("--tau", args.tau, min_value=0.0, min_inclusive=False)
-    require_int("--repeats", args.repeats, min_value=1)
+    require_int("--repeats", args.repeats, min_value=1, max_value=MAX_REPEATS)
     for m in args.methods:
         if m not in METHODS:
             raise ValueError(f"--methods must be among {', '.join(METHODS)}, got {m!r}")
     if "floor" not in args.methods:
         args.methods = ["floor", *args.methods]
     if args.threads is not None:
-        require_int("--threads", args.threads, min_value=1)
+        require_int("--threads", args.threads, min_value=1, max_value=os.cpu_count() or 1)
     if args.block_size is not None:
-        require_int("--block-size", args.block_size, min_value=1)
+        require_int("--block-size", args.block_size, min_value=1, max_value=max(args.batch_sizes))
     require_int("--skip-dense-at", args.skip_dense_at, min_value=2)
+    for b in args.batch_sizes:  # sizes run one after another: each must fit the budget on its own
+        need = budget.bench_bytes(b, dim=args.dim, num_classes=args.classes, methods=args.methods,
+                                  skip_dense_at=args.skip_dense_at, block_size=args.block_size)
+        budget.require_within_budget("--batch-sizes, --dim", need, what=f"batch size {b} at dim {args.dim}")
+    if args.out is not None:
+        _check_out_file(args.out)
     _check_device(args.device)
     result = run_benchmark(batch_sizes=tuple(args.batch_sizes), dim=args.dim, num_classes=args.classes, tau=args.tau,
                            methods=tuple(args.methods), repeats=args.repeats, device=args.device,
@@ -91,3 +106,17 @@ def _check_device(device: str) -> None:
         raise ValueError(f"--device {device!r}: CUDA is not available on this machine (use --device cpu)")
     if dev.type not in ("cpu", "cuda"):
         raise ValueError(f"--device must be 'cpu' or 'cuda[:index]', got {device!r}")
+
+
+def _check_out_file(path: str) -> None:
+    """--out must be a file path in an existing, writable folder (checked before a minute of benchmarking)."""
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"--out {path}: is a directory; give a file name such as bench.json")
+    parent = p.parent
+    if parent.exists() and not parent.is_dir():
+        raise ValueError(f"--out {path}: {str(parent)!r} is a file, not a folder")
+    if not parent.is_dir():
+        raise ValueError(f"--out {path}: the folder {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise ValueError(f"--out {path}: the folder {str(parent)!r} is not writable")

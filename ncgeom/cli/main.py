@@ -2,24 +2,45 @@
 
 Each subcommand lives in its own module ``ncgeom.cli.<name>`` exposing
 ``register(subparsers) -> None`` (adds its parser and sets ``func`` via ``set_defaults``); the
-handler takes the parsed ``argparse.Namespace`` and returns an exit code. Invalid input (a
-:class:`ValueError` or :class:`UsageError` from the library, or a bad flag) is reported as ONE line
-on stderr, ``ncgeom <command>: error: <message>``, with exit code 2 and no traceback.
+handler takes the parsed ``argparse.Namespace`` and returns an exit code.
+
+No input produces a traceback. Whatever a handler raises is reported as ONE line on stderr,
+``ncgeom <command>: error: <message>``, with the exit code:
+
+- 2, bad input: a :class:`ValueError` or :class:`UsageError` (the library names the argument), a bad
+  flag (argparse), a filesystem error (``<path>: <strerror>``: missing file, read-only folder, disk
+  full, a file where a folder belongs), a refused size (:mod:`ncgeom.budget`) or a failed allocation
+  (``not enough memory ...``);
+- 1, internal error: any other exception, ``internal error: <type>: <message> (rerun with --debug for
+  the traceback)``; commands also return 1 for their own failures (a run diverged, a check failed);
+- 130, interrupted (Ctrl-C); 143, terminated (SIGTERM, where a command handles it: sweep, reproduce).
+
+``--debug`` (before or after the subcommand) shows the traceback instead. ``--max-memory SIZE`` on the
+commands that allocate (:data:`BUDGETED`) sets the memory budget of :mod:`ncgeom.budget` for the command
+and its worker processes.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import sys
 
-from ncgeom import __version__
+from ncgeom import __version__, budget
 
-__all__ = ["main", "UsageError", "build_parser", "SUBCOMMAND_MODULES"]
+__all__ = ["main", "UsageError", "build_parser", "SUBCOMMAND_MODULES", "BUDGETED", "error_line"]
 
 # Order = order in --help. A module missing from an install is skipped (never breaks the CLI).
 # ncgeom.cli.reference (the docs/cli.md generator) imports this module; nothing here imports it.
 SUBCOMMAND_MODULES = ("nc_value", "metrics", "verify", "train", "sweep", "bench", "reproduce")
+#: Subcommands that allocate arrays sized by their input: they take --max-memory.
+BUDGETED = ("nc-value", "metrics", "train", "sweep", "bench", "reproduce")
+
+_DEBUG_HELP = "show the traceback of an error instead of one line"
+_MEMORY_HELP = (f"memory budget for the arrays, e.g. 512M, 8G [${budget.ENV_VAR} or min(4G, half the physical "
+                "memory)]; sizes that need more are refused (docs/reliability.md)")
 
 
 class UsageError(Exception):
@@ -28,12 +49,14 @@ class UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse prints usage + message by default)
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="ncgeom", description="Verify the geometry of hard-negative contrastive learning.")
     parser.add_argument("--version", action="version", version=f"ncgeom {__version__}")
+    parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
+    parser.add_argument("--max-memory", metavar="SIZE", default=None, help=_MEMORY_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in SUBCOMMAND_MODULES:
         try:
@@ -43,26 +66,78 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
+    for command, subparser in sub.choices.items():
+        # SUPPRESS: given after the subcommand they set the namespace, otherwise the global value stays
+        subparser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_DEBUG_HELP)
+        if command in BUDGETED:
+            subparser.add_argument("--max-memory", metavar="SIZE", default=argparse.SUPPRESS, help=_MEMORY_HELP)
     return parser
+
+
+def error_line(exc: BaseException) -> tuple[str, int]:
+    """(one-line message, exit code) for an exception raised by a handler (module docstring)."""
+    if isinstance(exc, (ValueError, UsageError)):
+        return _squash(str(exc)) or type(exc).__name__, 2
+    if isinstance(exc, OSError):
+        return _os_error(exc), 2
+    if isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and _is_allocation_failure(exc)):
+        detail = _squash(str(exc))[:200]
+        return (f"not enough memory: an allocation failed{f' ({detail})' if detail else ''}; lower the sizes, "
+                f"or set the memory budget (now {budget.format_bytes(budget.memory_budget())}) to what this "
+                f"machine has with --max-memory SIZE so that they are refused up front"), 2
+    return f"internal error: {type(exc).__name__}: {_squash(str(exc))} (rerun with --debug for the traceback)", 1
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # argparse reports these under the top-level prog; name the subcommand instead
+        command = f" {args.command}" if getattr(args, "command", None) else ""
+        parser.exit(2, f"ncgeom{command}: error: unrecognized arguments: {' '.join(extra)}\n")
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
     prog = f"ncgeom {args.command}"
     try:
-        return int(args.func(args) or 0)
-    except (ValueError, UsageError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-        msg = " ".join(str(exc).split()) or exc.__class__.__name__
-        print(f"{prog}: error: {msg}", file=sys.stderr)
-        return 2
+        with budget.override(args.max_memory):
+            return int(args.func(args) or 0)
     except KeyboardInterrupt:
+        if args.debug:
+            raise
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        if isinstance(exc, BrokenPipeError):  # stdout closed early (`ncgeom ... | head`): nothing more to print
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        message, code = error_line(exc)
+        print(f"{prog}: error: {message}", file=sys.stderr)
+        return code
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _os_error(exc: OSError) -> str:
+    reason = exc.strerror or _squash(str(exc)) or type(exc).__name__
+    if exc.errno == errno.ENOSPC:
+        reason += " (the disk is full)"
+    if exc.filename is None:
+        return _squash(reason if exc.strerror else str(exc) or reason)
+    where = str(exc.filename) + ("" if exc.filename2 is None else f" -> {exc.filename2}")
+    return _squash(f"{where}: {reason}")
+
+
+def _is_allocation_failure(exc: RuntimeError) -> bool:
+    text = str(exc).lower()
+    return "can't allocate memory" in text or "out of memory" in text or "not enough memory" in text
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # `python -m ncgeom.cli.main`: run the imported module's main, so that its UsageError is the one the
+    # subcommand modules raise (this file as __main__ is a second copy of the module)
+    from ncgeom.cli.main import main as _main
+
+    sys.exit(_main())

@@ -21,6 +21,11 @@ files are read with ``allow_pickle=False``.
 By default the classes are the distinct labels (any integers). With ``--classes C`` the labels must be
 exactly 0..C-1 and every class must have a sample; a missing class is an error naming it.
 
+Limits: before anything is loaded, the arrays of a ``.npy``/``.npz`` are measured from their headers
+(shape and dtype; object dtypes refused), a ``.pt`` from its file size, a ``.csv`` while it is read; with
+the metrics' own work (:func:`ncgeom.budget.metrics_bytes`) they must fit the memory budget
+(``--max-memory``, docs/reliability.md), so a small archive declaring 16 GB of arrays is refused at once.
+
 ``--json`` prints one object with exactly the metric names as keys (``spectrum`` a list; an undefined
 metric, e.g. nc1 when all class means coincide, is ``null``). Every bad input is one line naming the file
 and what was expected, with exit code 2.
@@ -37,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ncgeom import budget
 from ncgeom.atomic_io import dumps_json
 from ncgeom.cli.main import UsageError
 from ncgeom.metrics import nc_metrics
@@ -97,7 +103,43 @@ def _suffix(path: str) -> str:
     return suffix
 
 
+def _require_fits(path: str, need: int, what: str) -> None:
+    limit = budget.memory_budget()
+    if need > limit:
+        raise UsageError(f"{path}: {what} needs about {budget.format_bytes(need)}, above the memory budget of "
+                         f"{budget.format_bytes(limit)}; use a smaller file or raise the budget with --max-memory SIZE "
+                         f"or {budget.ENV_VAR}=SIZE")
+
+
+def _headers(path: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """The declared (shape, dtype) of every array of a .npy/.npz file; refuses object dtypes and oversized arrays."""
+    suffix = Path(path).suffix.lower()
+    try:
+        headers = budget.array_file_headers(_check_file(path))
+    except ValueError as exc:
+        detail = str(exc).removeprefix(f"{path}: ")
+        if isinstance(exc, budget.ObjectArrayError):
+            detail = "it holds Python objects"
+        what = ("cannot read its arrays without unpickling" if suffix == ".npz" and isinstance(exc, budget.ObjectArrayError)
+                else "not a readable .npz archive" if suffix == ".npz" else "not a readable .npy array without unpickling")
+        raise UsageError(f"{path}: {what} ({detail}); expected {_EXPECTED.get(suffix, _EXPECTED['.npy'])}") from None
+    total = 0
+    for name, (shape, dtype) in headers.items():
+        if dtype.kind not in "biuf":
+            label = f"array {name!r}" if name else "the array"
+            raise UsageError(f"{path}: {label} has dtype {dtype}; expected numbers (bool, integer or float)")
+        n = shape[0] if shape else 1
+        rest = budget.array_bytes(shape[1:], 1)
+        total += budget.array_bytes(shape, dtype.itemsize) + budget.metrics_bytes(n, rest, 1)
+    shapes = ", ".join(f"{name or 'array'} {list(shape)} {dtype}" for name, (shape, dtype) in headers.items())
+    _require_fits(path, total, f"loading its arrays ({shapes[:200]}) and computing the metrics")
+    return headers
+
+
 def _load_npy(path: str) -> np.ndarray:
+    headers = _headers(path)
+    if "" not in headers:
+        raise UsageError(f"{path}: an .npz archive saved as .npy; expected {_EXPECTED['.npy']}")
     try:
         array = np.load(_check_file(path), allow_pickle=False)
     except _NUMPY_ERRORS as exc:
@@ -109,6 +151,13 @@ def _load_npy(path: str) -> np.ndarray:
 
 
 def _load_npz(path: str) -> tuple[np.ndarray, np.ndarray]:
+    headers = _headers(path)
+    if "" in headers:
+        raise UsageError(f"{path}: a single array, not an .npz archive; expected {_EXPECTED['.npz']}")
+    for key in ("z", "labels"):
+        if key not in headers:
+            found = ", ".join(repr(f) for f in headers) or "nothing"
+            raise UsageError(f"{path}: no array {key!r} in the archive (found {found}); expected {_EXPECTED['.npz']}")
     try:
         data = np.load(_check_file(path), allow_pickle=False)
     except _NUMPY_ERRORS as exc:
@@ -116,10 +165,6 @@ def _load_npz(path: str) -> tuple[np.ndarray, np.ndarray]:
     if not isinstance(data, np.lib.npyio.NpzFile):
         raise UsageError(f"{path}: a single array, not an .npz archive; expected {_EXPECTED['.npz']}")
     with data:
-        for key in ("z", "labels"):
-            if key not in data.files:
-                found = ", ".join(repr(f) for f in data.files) or "nothing"
-                raise UsageError(f"{path}: no array {key!r} in the archive (found {found}); expected {_EXPECTED['.npz']}")
         try:
             return data["z"], data["labels"]
         except _NUMPY_ERRORS as exc:
@@ -131,9 +176,12 @@ def _load_pt(path: str):
     """The object of a torch.save file: a tensor or a dict {"z", "labels"} of tensors (numpy arrays out)."""
     import torch  # heavy: only for .pt files
 
+    # a torch.save archive stores its tensors uncompressed: loading takes about its size, and the float64
+    # copy for the metrics twice that for float32 (4 x the file in all, a bound before any byte is read)
+    _require_fits(path, 4 * _check_file(path).stat().st_size, "loading it (4 x its size) for the metrics")
     try:
         obj = torch.load(_check_file(path), map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, OSError, EOFError, ValueError, AttributeError) as exc:
+    except Exception as exc:  # noqa: BLE001 - untrusted bytes: any failure of torch's parser is a bad file
         raise UsageError(f"{path}: not readable with torch.load(weights_only=True) ({_one_line(exc)}); "
                          f"expected {_EXPECTED['.pt']}") from None
 
@@ -156,32 +204,52 @@ def _load_pt(path: str):
 
 
 def _load_csv(path: str) -> tuple[np.ndarray, np.ndarray | None]:
-    """(z, labels or None) from a CSV file; the header row is optional (see the module docstring)."""
+    """(z, labels or None) from a CSV file; the header row is optional (see the module docstring).
+
+    Read row by row into a compact float64 buffer: the memory is bounded by the budget as it grows
+    (8 bytes a cell, plus the metrics' work), never by the file's size in Python objects.
+    """
+    import array
+
+    limit = budget.memory_budget()
+    values = array.array("d")
+    header: list[str] | None = None
+    width = rows = 0
     try:
         with open(_check_file(path), newline="") as fh:
-            rows = [row for row in csv.reader(fh) if any(cell.strip() for cell in row)]
+            for number, row in enumerate(csv.reader(fh), start=1):
+                if not any(cell.strip() for cell in row):
+                    continue
+                if not width:
+                    width = len(row)
+                    if not all(_is_number(cell) for cell in row):
+                        header = [cell.strip() for cell in row]
+                        continue
+                if len(row) != width:
+                    raise UsageError(f"{path}: line {number} has {len(row)} columns, the first line {width}")
+                try:
+                    values.extend(float(cell) for cell in row)
+                except ValueError:
+                    bad = next(cell for cell in row if not _is_number(cell))
+                    raise UsageError(f"{path}: line {number}: {bad.strip()!r} is not a number; "
+                                     f"expected {_EXPECTED['.csv']}") from None
+                rows += 1
+                if rows % 1024 == 0 and 2 * 8 * len(values) + budget.metrics_bytes(rows, width, 1) > limit:
+                    _require_fits(path, 2 * 8 * len(values) + budget.metrics_bytes(rows, width, 1),
+                                  f"reading its first {rows} rows of {width} columns and computing the metrics")
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise UsageError(f"{path}: not a readable CSV file ({_one_line(exc)}); expected {_EXPECTED['.csv']}") from None
-    if not rows:
+    if not width:
         raise UsageError(f"{path}: empty; expected {_EXPECTED['.csv']}")
-    header = None if all(_is_number(cell) for cell in rows[0]) else [cell.strip() for cell in rows[0]]
-    body = rows if header is None else rows[1:]
-    width = len(rows[0])
-    for number, row in enumerate(body, start=1 if header is None else 2):
-        if len(row) != width:
-            raise UsageError(f"{path}: line {number} has {len(row)} columns, the first line {width}")
-        bad = [cell for cell in row if not _is_number(cell)]
-        if bad:
-            raise UsageError(f"{path}: line {number}: {bad[0].strip()!r} is not a number; expected {_EXPECTED['.csv']}")
-    values = np.array([[float(cell) for cell in row] for row in body], dtype=np.float64).reshape(len(body), width)
+    table = np.frombuffer(values, dtype=np.float64).reshape(rows, width)
     names = header or []
     label_columns = [i for i, name in enumerate(names) if name.lower() in LABEL_COLUMNS]
     if len(label_columns) > 1:
         raise UsageError(f"{path}: more than one labels column ({', '.join(names[i] for i in label_columns)})")
     if not label_columns:
-        return values, None
+        return table, None
     i = label_columns[0]
-    return np.delete(values, i, axis=1), values[:, i]
+    return np.delete(table, i, axis=1), table[:, i]
 
 
 def _is_number(cell: str) -> bool:
@@ -239,6 +307,12 @@ def run(args: argparse.Namespace) -> int:
     """Handler: load, compute :func:`ncgeom.metrics.nc_metrics`, print; returns the exit code 0."""
     classes = None if args.classes is None else require_int("--classes", args.classes, min_value=2)
     z, labels = load_embeddings(args.file, args.labels)
+    if classes is not None and classes > labels.size:  # every class needs a sample: C <= N (and no C-sized array)
+        raise UsageError(f"--classes {classes}: every class needs a sample, but {args.file} has {labels.size}")
+    if z.ndim == 2 and labels.ndim == 1 and labels.size == z.shape[0]:  # nc_metrics explains other shapes
+        classes_found = np.unique(labels).size
+        _require_fits(args.file, budget.metrics_bytes(z.shape[0], z.shape[1], classes_found),
+                      f"the metrics of N = {z.shape[0]} samples, d = {z.shape[1]}, C = {classes_found} classes")
     try:
         metrics = nc_metrics(z, labels, num_classes=classes)
     except ValueError as exc:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 
+from ncgeom import budget
 from ncgeom.atomic_io import dumps_json
 from ncgeom.theory import collision_probability, nc_value
 from ncgeom.validate import require_int, require_real
@@ -32,7 +33,8 @@ def register(subparsers) -> None:
     p.add_argument("--setting", required=True, choices=SETTINGS, help="negative law (docs/theory.md section 3)")
     p.add_argument("--loss", required=True, choices=PSI_NAMES, help="psi_k (docs/theory.md section 2)")
     p.add_argument("--classes", required=True, type=int, metavar="C", help="number of classes C >= 2")
-    p.add_argument("--negatives", required=True, type=int, metavar="K", help="negatives per anchor k >= 1")
+    p.add_argument("--negatives", required=True, type=int, metavar="K",
+                   help="negatives per anchor k >= 1 (64 bytes each, within --max-memory: k <= 67 million at 4 GiB)")
     p.add_argument("--beta", type=float, default=0.0, metavar="B", help="hardness beta >= 0 (default 0)")
     p.add_argument("--tau", type=float, default=1.0, metavar="T", help="temperature tau > 0 (default 1)")
     p.add_argument("--margin", type=float, default=1.0, metavar="M", help="triplet margin (default 1)")
@@ -42,11 +44,15 @@ def register(subparsers) -> None:
 
 def _validated(args: argparse.Namespace) -> dict:
     """The inputs under their JSON names, or ValueError naming the offending flag."""
+    num_negatives = require_int("--negatives", args.negatives, min_value=1)
+    # the closed form holds O(k) float64 arrays (ncgeom.budget.nc_value_bytes); its cost does not grow with C
+    budget.require_within_budget("--negatives", budget.nc_value_bytes(num_negatives),
+                                 what=f"the closed form over k = {num_negatives} negatives")
     return {
         "setting": args.setting,
         "loss": args.loss,
         "num_classes": require_int("--classes", args.classes, min_value=2),
-        "num_negatives": require_int("--negatives", args.negatives, min_value=1),
+        "num_negatives": num_negatives,
         "beta": require_real("--beta", args.beta, min_value=0.0),
         "tau": require_real("--tau", args.tau, min_value=0.0, min_inclusive=False),
         "margin": require_real("--margin", args.margin),

@@ -43,7 +43,7 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
          "speed and peak memory of the SCL batch loss backends vs pytorch-metric-learning"),
     ],
     "reproduce": [
-        ("ncgeom reproduce --quick --out results/quick", "everything at reduced size (about a minute on 2 CPU cores)"),
+        ("ncgeom reproduce --quick --out results/quick", "everything at reduced size (about 2 minutes on 2 CPU cores)"),
         ("ncgeom reproduce --full --out results/full --workers 4", "paper-scale settings (about 3.7 CPU-hours / workers; see docs/getting_started.md)"),
         ("ncgeom reproduce --quick --out results/quick --redo figures", "redraw the figures from the saved results"),
     ],

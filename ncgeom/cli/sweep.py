@@ -5,26 +5,35 @@ skipping finished runs, then writes DIR/summary.csv. NAME is a spec shipped with
 shows them: one per claim of docs/theory.md, section 9); a path to a TOML file works too.
 ``--workers N`` processes (default 1: in this process); ``--scheduler ADDRESS`` sends the runs to a Dask
 distributed cluster instead (optional extra ncgeom[distributed]). For a shipped claim spec, the
-claim's verdicts are printed and written to DIR/claim.json. Exit codes: 0 all runs finished, 1 some run
-failed, 2 bad input.
+claim's verdicts are printed and written to DIR/claim.json.
+
+One writer per DIR: a second ``ncgeom sweep`` (or ``ncgeom reproduce``) into the same folder is refused
+with the pid of the one writing it, or waits for it with ``--wait`` (ncgeom.locking). A finished run is
+skipped only if its files are whole; a damaged one is rerun and named on stderr. SIGINT (Ctrl-C) and
+SIGTERM stop cleanly: queued runs are cancelled, the workers stopped, finished runs kept, and one line
+says how many runs finished. Exit codes: 0 all runs finished, 1 some run failed, 2 bad input or DIR
+busy, 130 interrupted by SIGINT, 143 by SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
 from ncgeom.atomic_io import atomic_write_json
 from ncgeom.experiments.claims import CLAIMS, ClaimRecord, evaluate_claim
 from ncgeom.experiments.spec import load_spec, spec_names
-from ncgeom.experiments.sweep import make_executor, run_sweep
+from ncgeom.experiments.sweep import count_finished, make_executor, run_sweep
+from ncgeom.interrupts import Interrupted, raise_on_signals
+from ncgeom.locking import FolderLock, folder_lock, prepare_folder
 from ncgeom.threads import limit_cpu_threads
 from ncgeom.validate import require_choice, require_int
 from ncgeom.vocabulary import SCALES
 
-__all__ = ["register"]
+__all__ = ["register", "add_wait_options", "wait_seconds", "note_takeover"]
 
 
 def register(subparsers) -> None:
@@ -38,7 +47,33 @@ def register(subparsers) -> None:
     parser.add_argument("--scheduler", metavar="ADDRESS", default=None, help="Dask scheduler address (tcp://host:port)")
     parser.add_argument("--json", action="store_true", help="print the run list (and verdicts) as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_wait_options(parser)
     parser.set_defaults(func=_handler)
+
+
+def add_wait_options(parser: argparse.ArgumentParser) -> None:
+    """``--wait`` and ``--wait-timeout``: what to do when another process writes the output folder."""
+    parser.add_argument("--wait", action="store_true",
+                        help="if another ncgeom process is writing DIR, wait for it to finish (default: refuse, exit 2)")
+    parser.add_argument("--wait-timeout", type=float, default=None, metavar="SECONDS",
+                        help="wait at most SECONDS for DIR (implies --wait; then refuse, exit 2)")
+
+
+def wait_seconds(args: argparse.Namespace) -> float:
+    """The lock wait of ``--wait`` / ``--wait-timeout``: 0 (refuse at once), SECONDS, or math.inf."""
+    if args.wait_timeout is not None:
+        if not (math.isfinite(args.wait_timeout) and args.wait_timeout >= 0):
+            raise ValueError(f"--wait-timeout must be a finite number of seconds >= 0, got {args.wait_timeout!r}")
+        return float(args.wait_timeout)
+    return math.inf if args.wait else 0.0
+
+
+def note_takeover(prog: str, lock: FolderLock) -> None:
+    """One stderr line when the lock file still named a writer that was killed (its lock died with it)."""
+    if lock.previous is not None:
+        print(f"{prog}: note: {lock.folder} was left by pid {lock.previous['pid']} "
+              f"(started {lock.previous.get('started', '?')}), which stopped without finishing; resuming",
+              file=sys.stderr)
 
 
 def _handler(args: argparse.Namespace) -> int:
@@ -51,24 +86,43 @@ def _handler(args: argparse.Namespace) -> int:
         raise ValueError("give a spec (a shipped name or a TOML file) and --out DIR, or --list")
     require_choice("scale", args.scale, SCALES)
     require_int("workers", args.workers, min_value=1)
+    wait = wait_seconds(args)
     spec = load_spec(args.spec)  # every config validated before anything runs
     progress = not args.quiet and sys.stderr.isatty()
     if args.workers == 1 and args.scheduler is None:
         limit_cpu_threads(1)  # the runs go in this process: one thread, as in a worker (ncgeom.threads)
-    with make_executor(args.workers, scheduler=args.scheduler) as ex:
-        result = run_sweep(spec, args.out, scale=args.scale, executor=ex, progress=progress)
+    with raise_on_signals():
+        try:
+            # the lock outside the executor: released only after the workers are stopped
+            with folder_lock(prepare_folder(args.out, what="--out"), wait=wait) as lock:
+                note_takeover("ncgeom sweep", lock)
+                with make_executor(args.workers, scheduler=args.scheduler) as ex:
+                    result = run_sweep(spec, args.out, scale=args.scale, executor=ex, progress=progress)
+                return _report(args, spec, result)
+        except Interrupted as stop:
+            done, total = count_finished(spec, args.out, scale=args.scale)
+            print(f"ncgeom sweep: interrupted by {stop.name}: {done} of {total} runs finished; "
+                  "rerun the same command to resume", file=sys.stderr)
+            return stop.exit_code
+
+
+def _report(args: argparse.Namespace, spec, result) -> int:
     records: tuple[ClaimRecord, ...] = ()
     if spec.shipped and spec.claim in CLAIMS and CLAIMS[spec.claim].spec == spec.name:
         records = evaluate_claim(spec.claim, result)
         atomic_write_json(Path(args.out) / "claim.json", [r.to_dict() for r in records])
     done = sum(r.status != "failed" for r in result.runs)
+    for r in result.invalid:
+        print(f"ncgeom sweep: note: run {r.name} had a summary.json but {r.invalid}; rerun", file=sys.stderr)
     if args.json:
-        print(json.dumps({"runs": [{"name": r.name, "status": r.status, "skipped": r.skipped, "error": r.error}
-                                   for r in result.runs], "table": result.table_path,
+        print(json.dumps({"runs": [{"name": r.name, "status": r.status, "skipped": r.skipped, "error": r.error,
+                                    "invalid": r.invalid} for r in result.runs], "table": result.table_path,
                           "verdicts": [r.to_dict() for r in records]}, indent=1))
     else:
         skipped = sum(r.skipped for r in result.runs)
-        print(f"{spec.name}: {done}/{len(result.runs)} runs finished ({skipped} already done); table: {result.table_path}")
+        damaged = f", {len(result.invalid)} damaged and rerun" if result.invalid else ""
+        print(f"{spec.name}: {done}/{len(result.runs)} runs finished ({skipped} already done{damaged}); "
+              f"table: {result.table_path}")
         for row in records:
             print(f"  claim {row.claim} | {row.setting} | {row.metric} | expected {row.expected} | {row.observed} | {row.verdict or '-'}")
     for r in result.failed:

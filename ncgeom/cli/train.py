@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tomllib
+from pathlib import Path
 from typing import Any
 
 from ncgeom.atomic_io import dumps_json
+from ncgeom.experiments.config import config_fields, config_from_dict, field_type_error
+from ncgeom.validate import require_int
 
-__all__ = ["register", "add_config_options", "config_values"]
+__all__ = ["register", "add_config_options", "config_values", "MAX_CONFIG_BYTES"]
+
+#: Largest --config file read (bytes): a config is a few dozen short fields.
+MAX_CONFIG_BYTES = 2**20
 
 _SPECIAL_TYPES = {"num_negatives": "int_or_batch", "dim": int}
 
@@ -30,8 +38,6 @@ def _int_or_batch(text: str):
 
 def add_config_options(parser: argparse.ArgumentParser) -> None:
     """Add ``--<field>`` for every Config field (default None: the Config default applies)."""
-    from ncgeom.experiments.config import config_fields
-
     group = parser.add_argument_group("run configuration (defaults in brackets)")
     for f in config_fields():
         flag = "--" + f.name.replace("_", "-")
@@ -49,8 +55,6 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
 
 def config_values(args: argparse.Namespace) -> dict:
     """The Config fields given on the command line (others keep their defaults)."""
-    from ncgeom.experiments.config import config_fields
-
     return {f.name: getattr(args, f.name) for f in config_fields() if getattr(args, f.name, None) is not None}
 
 
@@ -63,22 +67,40 @@ def register(subparsers) -> None:
     parser.add_argument("--config", metavar="FILE", default=None, help="TOML or JSON file of config fields (flags override it)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--threads", type=int, default=1, metavar="N", help="CPU threads for torch and BLAS [1]")
+    parser.add_argument("--threads", type=int, default=1, metavar="N",
+                        help="CPU threads for torch and BLAS, at most the CPU count [1]")
     add_config_options(parser)
     parser.set_defaults(func=_handler)
 
 
 def _load_file(path: str) -> dict:
-    from pathlib import Path
-
+    """The config fields of a .toml or .json file (a run's config.json works), type-checked, or ValueError."""
     p = Path(path)
-    if p.suffix == ".toml":
-        import tomllib
-
-        with open(p, "rb") as fh:
-            return tomllib.load(fh)
-    data = json.loads(p.read_text())
+    where = f"--config {path}"
+    if p.suffix not in (".toml", ".json"):
+        raise ValueError(f"{where}: expected a .toml or .json file of config fields, got {p.suffix or 'no extension'!r}")
+    size = p.stat().st_size  # a missing file: OSError with the path (exit 2)
+    if size > MAX_CONFIG_BYTES:
+        raise ValueError(f"{where}: {size} bytes, above the limit of {MAX_CONFIG_BYTES} bytes for a config file")
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        data = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{where}: invalid {p.suffix[1:].upper()}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: expected a table (JSON object) of config fields, got a {type(data).__name__}")
     data.pop("provenance", None)  # a run's config.json can be passed back
+    names = {f.name for f in config_fields()}
+    unknown = sorted(map(str, set(data) - names))
+    if unknown:
+        raise ValueError(f"{where}: unknown config field(s): {', '.join(unknown)}; accepted: {', '.join(sorted(names))}")
+    for name, value in data.items():
+        problem = field_type_error(name, value)
+        if problem:
+            raise ValueError(f"{where}: {name}: {problem}")
     return data
 
 
@@ -88,13 +110,12 @@ def _number(value, digits: int) -> str:
 
 
 def _handler(args: argparse.Namespace) -> int:
-    from ncgeom.experiments.config import config_from_dict
-    from ncgeom.validate import require_int
-
-    require_int("threads", args.threads, min_value=1)
+    require_int("--threads", args.threads, min_value=1, max_value=os.cpu_count() or 1)
     values = _load_file(args.config) if args.config else {}
     values.update(config_values(args))
-    config = config_from_dict(values)  # ValueError (naming the field) -> exit 2, before any training
+    # ValueError (naming the field; sizes bounded by the memory budget, ncgeom.budget) -> exit 2, before
+    # any allocation and before --out is created
+    config = config_from_dict(values)
 
     from ncgeom.experiments.train import run
     from ncgeom.threads import limit_cpu_threads

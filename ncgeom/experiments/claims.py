@@ -23,13 +23,14 @@ from ncgeom.atomic_io import atomic_write_json, read_json
 from ncgeom.experiments.evaluations import EVALUATIONS, ClaimRecord
 from ncgeom.experiments.records import RunSummary, load_runs
 from ncgeom.experiments.spec import SweepSpec, expand, load_spec
-from ncgeom.experiments.sweep import RunRecord, SweepResult, make_executor, run_sweep
+from ncgeom.experiments.sweep import RunRecord, SweepResult, count_finished, make_executor, run_sweep
+from ncgeom.locking import folder_lock
 from ncgeom.validate import require_choice
 from ncgeom.vocabulary import SCALES, Verdict
 
 __all__ = [
     "Claim", "CLAIMS", "ClaimRecord", "ClaimResult", "claim_spec", "evaluate_claim", "load_summaries",
-    "run_claims", "records_markdown",
+    "run_claims", "records_markdown", "claim_run_counts",
 ]
 
 
@@ -152,6 +153,7 @@ def run_claims(
     force: bool = False,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
+    wait: float = 0.0,
 ) -> tuple[ClaimResult, ...]:
     """Run the sweeps of several claims (default all) and write their verdicts.
 
@@ -162,12 +164,23 @@ def run_claims(
     each claim's sweep fed from its own thread, so the workers stay busy across claims. ``progress``
     shows one tqdm bar on stderr over all runs (runs done / total, with an ETA).
 
+    ``out_dir`` is locked for the whole call (:mod:`ncgeom.locking`; re-entrant, so a reproduction that
+    holds it can call this), and each sweep folder by its own sweep; ``wait`` seconds are spent waiting
+    for another writer of either before :class:`~ncgeom.locking.LockedError` (0: refuse at once).
+    Finished runs whose files are damaged are rerun (:func:`~ncgeom.experiments.sweep.run_sweep`), each
+    logged with the reason.
+
     Returns the ClaimResult of every requested claim, in claim order.
     """
     ids = list(CLAIMS) if claim_ids is None else [_claim(c).id for c in claim_ids]
     scale = require_choice("scale", scale, SCALES)
     log = log or (lambda msg: None)
-    out = Path(out_dir)
+    with folder_lock(out_dir, wait=wait) as lock:
+        return _run_claims_locked(lock.folder, ids, scale, workers, scheduler, executor, force, progress, log, wait)
+
+
+def _run_claims_locked(out: Path, ids: list[str], scale: str, workers: int, scheduler, executor: Executor | None,
+                       force: bool, progress: bool, log: Callable[[str], None], wait: float) -> tuple[ClaimResult, ...]:
     done: dict[str, ClaimResult] = {}
     for cid in ids:
         previous = None if force else ClaimResult.load(out, cid)
@@ -175,6 +188,8 @@ def run_claims(
             done[cid] = previous
             log(f"  claim {cid}: already evaluated ({previous.overall}), skipped")
     specs = {cid: claim_spec(cid) for cid in ids if cid not in done}
+    if not specs:  # nothing to run: start no worker
+        return tuple(done[cid] for cid in ids)
     total = sum(len(expand(spec, scale=scale)) for spec in specs.values())
     bar = tqdm(total=total, unit="run", desc=f"claims ({scale})", file=sys.stderr, disable=not progress or not total)
 
@@ -184,9 +199,11 @@ def run_claims(
     def sweep(cid: str, ex: Executor | None) -> ClaimResult:
         spec = specs[cid]
         try:
-            result = run_sweep(spec, out / "sweeps" / spec.name, scale=scale, executor=ex, on_run=on_run)
+            result = run_sweep(spec, out / "sweeps" / spec.name, scale=scale, executor=ex, on_run=on_run, wait=wait)
         except Exception as exc:  # recorded in the claim file; the other claims still run
             return ClaimResult(cid, CLAIMS[cid].statement, spec.name, scale, 0, (), f"{type(exc).__name__}: {exc}", ())
+        for r in result.invalid:
+            log(f"  claim {cid}: run {r.name} was damaged ({r.invalid}): rerun")
         failed = tuple(f"{r.name}: {r.error}" for r in result.failed)
         rows = evaluate_claim(cid, result)
         return ClaimResult(cid, CLAIMS[cid].statement, spec.name, scale, len(result.runs), failed, None, rows)
@@ -209,6 +226,17 @@ def run_claims(
     finally:
         bar.close()
     return tuple(done[cid] for cid in ids)
+
+
+def claim_run_counts(out_dir: str | Path, *, scale: str, claim_ids: Iterable[str] | None = None) -> tuple[int, int]:
+    """(finished training runs, all training runs) of the claims' sweeps under ``out_dir/sweeps``, from disk."""
+    ids = list(CLAIMS) if claim_ids is None else [_claim(c).id for c in claim_ids]
+    done = total = 0
+    for cid in ids:
+        spec = claim_spec(cid)
+        d, t = count_finished(spec, Path(out_dir) / "sweeps" / spec.name, scale=scale)
+        done, total = done + d, total + t
+    return done, total
 
 
 def _shared(executor: Executor | None, workers: int, scheduler):

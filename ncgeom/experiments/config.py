@@ -2,13 +2,23 @@
 
 Every field has a default and a ``help`` (what it is and why that default) in its metadata; the CLI
 (``ncgeom train``) builds one option per field from them. Invalid values raise ValueError naming the
-field before any data is drawn or any training starts.
+field before any data is drawn or any training starts: first its type (:func:`field_type_error`: a
+string for an integer, a list for a number, a bool for an integer), then its range, then the
+combinations. Validation itself never allocates anything large: the structural limits
+MAX_CLASSES and MAX_TRAIN_SAMPLES bound C and N whatever the machine. The memory a run would need is
+checked against the budget in force ($NCGEOM_MAX_MEMORY or ``--max-memory``) where a run is about to
+start (:func:`ncgeom.experiments.train.run`, :func:`ncgeom.experiments.sweep.run_sweep`: every config of
+a sweep before its first run), not here: a saved config made under a larger budget must still load.
+A field's own checks are cached by (name, type, value), so a sweep of 10^5 configs validates each
+distinct value once.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -33,7 +43,16 @@ from ncgeom.vocabulary import (
     Setting,
 )
 
-__all__ = ["Config", "config_fields", "config_from_dict"]
+__all__ = ["Config", "config_fields", "config_from_dict", "field_type_error", "field_kind", "expected_type",
+           "COUPLED_FIELDS", "MAX_CLASSES", "MAX_TRAIN_SAMPLES", "MAX_EPOCHS"]
+
+#: Structural limits, the same on every machine (the memory budget is checked when a run starts): a
+#: simplex ETF of C classes needs d >= C - 1, and C = 10^6 classes is far beyond any experiment of the
+#: paper (C <= 200); 10^8 training samples bound the O(N) arrays that validation itself may build.
+MAX_CLASSES = 1_000_000
+MAX_TRAIN_SAMPLES = 100_000_000
+#: The paper trains for hundreds of epochs; 10^6 bounds the history a run keeps in memory and on disk.
+MAX_EPOCHS = 1_000_000
 
 INITS: tuple[str, ...] = ("random", "near_nc")
 DTYPES: tuple[str, ...] = ("float32", "float64")
@@ -52,7 +71,7 @@ class Config:
         "hscl", "negative law: scl, hscl, ucl or hucl (docs/theory.md, section 3); hscl is the hard supervised case whose optimum is NC (Theorem 2)", choices=SETTINGS)
     beta: float = _f(5.0, "hardness beta >= 0 of the exponential tilt exp(beta s); 5 is the paper's moderate hardness (claim 5); ignored by scl/ucl")
     tau: float = _f(1.0, "temperature tau > 0; 1 as in the authors' code [code]")
-    num_negatives: int | Literal["batch"] = _f(1, "k in the estimator: an integer >= 1 or 'batch' (k = |N(i)|); 1 is the authors' mean form (docs/theory.md, section 7)")
+    num_negatives: int | Literal["batch"] = _f(1, "k in the estimator: an integer >= 1 or 'batch' (k = |N(i)|); 1 is the authors' mean form (docs/theory.md, section 7)", kind="int_or_batch")
     estimator: Estimator = _f(
         "weighted", "batch estimator: 'weighted' (exact tilted average over the batch) or 'sampled' (draw k negatives, any psi)", choices=ESTIMATORS)
     psi: PsiName = _f("infonce", "psi for the sampled estimator: infonce, infonce-mean or triplet (the weighted estimator is InfoNCE)", choices=PSI_NAMES)
@@ -61,7 +80,7 @@ class Config:
     # --- representation
     norm: Normalization = _f(
         "sphere", "feature normalization: none, ball (clip to the unit ball) or sphere; the theorems need ball or sphere", choices=NORMALIZATIONS)
-    dim: int | None = _f(None, "embedding dimension d >= 1; default C - 1, the smallest d with a simplex ETF (the DC-prone setup)")
+    dim: int | None = _f(None, "embedding dimension d >= 1; default C - 1, the smallest d with a simplex ETF (the DC-prone setup)", kind="int_or_none")
     model: ModelKind = _f(
         "unconstrained", "encoder: unconstrained (one free vector per sample, the NC-literature model), linear or mlp", choices=MODEL_KINDS)
     hidden_dim: int = _f(128, "MLP hidden width (model='mlp')")
@@ -110,7 +129,8 @@ class Config:
         return self.classes * self.samples_per_class
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        # every field is a scalar: no deep copy needed (dataclasses.asdict was 40% of a sweep's validation)
+        return {f.name: getattr(self, f.name) for f in _FIELDS}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -121,64 +141,162 @@ class Config:
 
 def config_fields() -> tuple[dataclasses.Field, ...]:
     """The fields of :class:`Config` (name, default, metadata['help'], metadata.get('choices'))."""
-    return dataclasses.fields(Config)
+    return _FIELDS
 
 
-def config_from_dict(values: dict[str, Any]) -> Config:
-    """A Config from a dict; unknown keys raise ValueError naming them."""
-    names = {f.name for f in config_fields()}
-    unknown = sorted(set(values) - names)
+def field_kind(f: dataclasses.Field) -> str:
+    """The type of a field's values: "choice", "bool", "int", "real", "int_or_none" or "int_or_batch"."""
+    if "kind" in f.metadata:
+        return f.metadata["kind"]
+    if "choices" in f.metadata:
+        return "choice"
+    return {bool: "bool", int: "int", float: "real"}[type(f.default)]
+
+
+_KIND_TEXT = {"choice": ("a string", "strings"), "bool": ("true or false", "true/false values"),
+              "int": ("an integer", "integers"), "real": ("a number", "numbers"),
+              "int_or_none": ("an integer", "integers"), "int_or_batch": ("an integer or 'batch'", "integers or 'batch'")}
+
+
+def expected_type(name: str, *, many: bool = False) -> str:
+    """What a value of field ``name`` must be: "an integer", or with ``many`` "a list of integers"."""
+    one, plural = _KIND_TEXT[field_kind(_BY_NAME[name])]
+    return f"a list of {plural}" if many else one
+
+
+def field_type_error(name: str, value: Any, *, many: bool = False) -> str | None:
+    """``"expected <type>, got <value>"`` if ``value`` has the wrong type for the Config field ``name``, else None.
+
+    With ``many`` the text is plural ("expected a list of numbers"), for a grid's list of values. Ranges
+    and combinations are checked by :class:`Config` itself; unknown names by :func:`config_from_dict`.
+    """
+    kind = field_kind(_BY_NAME[name])
+    integral = isinstance(value, int) and not isinstance(value, bool)
+    ok = {
+        "choice": isinstance(value, str),
+        "bool": isinstance(value, bool),
+        "int": integral,
+        "real": integral or isinstance(value, float),
+        "int_or_none": integral or value is None,
+        "int_or_batch": integral or value == "batch",
+    }[kind]
+    if ok:
+        return None
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    return f"expected {expected_type(name, many=many)}, got {shown} ({type(value).__name__})"
+
+
+def config_from_dict(values: dict[str, Any], *, source: str | None = None) -> Config:
+    """A Config from a dict; unknown keys and wrong types raise ValueError naming them (after ``source: ``)."""
+    where = f"{source}: " if source else ""
+    if not isinstance(values, dict):
+        raise ValueError(f"{where}expected a table of config fields, got {type(values).__name__}")
+    unknown = sorted(set(values) - _BY_NAME.keys())
     if unknown:
-        raise ValueError(f"unknown config field(s): {', '.join(unknown)}; accepted: {', '.join(sorted(names))}")
-    return Config(**values)
+        raise ValueError(f"{where}unknown config field(s): {', '.join(map(str, unknown))}; "
+                         f"accepted: {', '.join(sorted(_BY_NAME))}")
+    for name, value in values.items():
+        problem = field_type_error(name, value)
+        if problem:
+            raise ValueError(f"{where}{name}: {problem}")
+    if not source:
+        return Config(**values)
+    try:
+        return Config(**values)
+    except ValueError as exc:
+        raise ValueError(f"{where}{exc}") from None
+
+
+#: Fields that _validate's cross-field rules or the memory estimate (ncgeom.budget.run_memory_estimate) read:
+#: any other field is valid or not on its own, so a sweep checks each of its values once
+#: (ncgeom.experiments.spec). Add a field here when a rule of _validate starts reading it.
+COUPLED_FIELDS: frozenset[str] = frozenset({
+    "estimator", "psi", "num_negatives", "dataset", "classes", "init", "model", "dim", "positives",
+    "samples_per_class", "test_per_class", "input_dim", "batch_size", "imbalance", "test_fraction", "dtype",
+    "hidden_dim", "depth", "epochs", "metrics_every",
+})
+
+
+def _choice_check(name: str, choices) -> Callable[[Any], object]:
+    return lambda v: require_choice(name, v, choices)
+
+
+# One check per field that depends on that field alone (ranges); cross-field rules are in _validate.
+_FIELD_CHECKS: dict[str, Callable[[Any], object]] = {
+    "beta": lambda v: require_real("beta", v, min_value=0.0),
+    "tau": lambda v: require_real("tau", v, min_value=0.0, min_inclusive=False),
+    "num_negatives": lambda v: v == "batch" or require_int("num_negatives", v, min_value=1),
+    "margin": lambda v: require_real("margin", v),
+    "dim": lambda v: v is None or require_int("dim", v, min_value=1),
+    "hidden_dim": lambda v: require_int("hidden_dim", v, min_value=1),
+    "depth": lambda v: require_int("depth", v, min_value=1),
+    "init_scale": lambda v: require_real("init_scale", v, min_value=0.0, min_inclusive=False),
+    "init_noise": lambda v: require_real("init_noise", v, min_value=0.0),
+    "classes": lambda v: require_int("classes", v, min_value=2),
+    "samples_per_class": lambda v: require_int("samples_per_class", v, min_value=2),
+    "test_per_class": lambda v: require_int("test_per_class", v, min_value=0),
+    "input_dim": lambda v: require_int("input_dim", v, min_value=1),
+    "separation": lambda v: require_real("separation", v, min_value=0.0),
+    "spread": lambda v: require_real("spread", v, min_value=0.0, min_inclusive=False),
+    "imbalance": lambda v: require_real("imbalance", v, min_value=1.0),
+    "test_fraction": lambda v: require_real("test_fraction", v, min_value=0.0, max_value=1.0,
+                                            min_inclusive=False, max_inclusive=False),
+    "noise_scale": lambda v: require_real("noise_scale", v, min_value=0.0),
+    "epochs": lambda v: require_int("epochs", v, min_value=1, max_value=MAX_EPOCHS),
+    "batch_size": lambda v: require_int("batch_size", v, min_value=2),
+    "lr": lambda v: require_real("lr", v, min_value=0.0, min_inclusive=False),
+    "weight_decay": lambda v: require_real("weight_decay", v, min_value=0.0),
+    "metrics_every": lambda v: require_int("metrics_every", v, min_value=1),
+    "seed": lambda v: require_int("seed", v, min_value=0),
+}
+_VALID: set[tuple[str, type, Any]] = set()  # (field, type, value) already checked; bounded below
+_VALID_MAX = 100_000
+
+
+def _check_field(name: str, value: Any) -> None:
+    key = (name, type(value), value)
+    try:
+        if key in _VALID:
+            return
+    except TypeError:  # unhashable (a list): check it, never cache it
+        _FIELD_CHECKS[name](value)
+        return
+    _FIELD_CHECKS[name](value)
+    if len(_VALID) >= _VALID_MAX:
+        _VALID.clear()
+    _VALID.add(key)
 
 
 def _validate(c: Config) -> None:
-    for f in config_fields():
-        if "choices" in f.metadata:
-            require_choice(f.name, getattr(c, f.name), f.metadata["choices"])
-    require_real("beta", c.beta, min_value=0.0)
-    require_real("tau", c.tau, min_value=0.0, min_inclusive=False)
-    if c.num_negatives != "batch":
-        require_int("num_negatives", c.num_negatives, min_value=1)
-    require_real("margin", c.margin)
+    valid = _VALID
+    for name, value in vars(c).items():  # the fields, in order (the instance holds nothing else)
+        try:
+            if (name, type(value), value) in valid:
+                continue
+        except TypeError:  # unhashable: _check_field checks it without caching
+            pass
+        _check_field(name, value)
     if not isinstance(c.detach_weights, bool):
         raise ValueError(f"detach_weights must be true or false, got {c.detach_weights!r}")
     if c.estimator == "weighted" and c.psi != "infonce":
         raise ValueError(f"psi must be 'infonce' with estimator='weighted' (the weighted estimator is InfoNCE), got {c.psi!r}")
     if c.estimator == "sampled" and c.num_negatives == "batch":
         raise ValueError("num_negatives must be an integer with estimator='sampled', got 'batch'")
-    classes = require_int("classes", c.classes, min_value=2, max_value=10 if c.dataset == "digits" else None)
-    if c.dim is not None:
-        require_int("dim", c.dim, min_value=1)
-    require_int("hidden_dim", c.hidden_dim, min_value=1)
-    require_int("depth", c.depth, min_value=1)
-    require_real("init_scale", c.init_scale, min_value=0.0, min_inclusive=False)
-    require_real("init_noise", c.init_noise, min_value=0.0)
+    classes = require_int("classes", c.classes, min_value=2, max_value=10 if c.dataset == "digits" else MAX_CLASSES)
     if c.init == "near_nc":
         if c.model != "unconstrained":
             raise ValueError(f"init='near_nc' needs model='unconstrained', got model={c.model!r}")
         if c.embedding_dim < classes - 1:
             raise ValueError(f"dim must be >= classes - 1 = {classes - 1} for init='near_nc' (an ETF), got {c.embedding_dim}")
-    require_int("samples_per_class", c.samples_per_class, min_value=2)
-    require_int("test_per_class", c.test_per_class, min_value=0)
-    require_int("input_dim", c.input_dim, min_value=1)
-    require_real("separation", c.separation, min_value=0.0)
-    require_real("spread", c.spread, min_value=0.0, min_inclusive=False)
-    require_real("imbalance", c.imbalance, min_value=1.0)
-    require_real("test_fraction", c.test_fraction, min_value=0.0, max_value=1.0, min_inclusive=False, max_inclusive=False)
-    require_real("noise_scale", c.noise_scale, min_value=0.0)
     if c.positives == "noise" and c.model == "unconstrained":
         raise ValueError("positives='noise' needs an input-based model (model='linear' or 'mlp'): unconstrained features have no input to perturb")
-    require_int("epochs", c.epochs, min_value=1)
-    require_real("lr", c.lr, min_value=0.0, min_inclusive=False)
-    require_real("weight_decay", c.weight_decay, min_value=0.0)
-    require_int("metrics_every", c.metrics_every, min_value=1)
-    require_int("seed", c.seed, min_value=0)
+    # sizes: before anything of size C or N is allocated (the class prior below is an array of C floats)
     n = c.num_train
     require_int("batch_size", c.batch_size, min_value=2, max_value=n)
+    if n > MAX_TRAIN_SAMPLES:
+        raise ValueError(f"classes x samples_per_class: at most {MAX_TRAIN_SAMPLES} training samples, got {n}")
     per_class = max(c.batch_size // min(classes, c.batch_size // 2) + (c.batch_size % min(classes, c.batch_size // 2) > 0), 2)
-    smallest = _smallest_class(c)
+    smallest = _smallest_class(c.dataset, classes, c.samples_per_class, c.imbalance, c.test_fraction)
     if per_class > smallest:
         raise ValueError(
             f"batch_size {c.batch_size} needs {per_class} samples of a class per class-balanced batch, "
@@ -186,7 +304,17 @@ def _validate(c: Config) -> None:
         )
 
 
-def _smallest_class(c: Config) -> int:
-    if c.dataset == "digits":
-        return int(min(digits_class_sizes(num_classes=c.classes, test_fraction=c.test_fraction)))
-    return int(split_counts(c.classes * c.samples_per_class, class_prior(c.classes, imbalance=c.imbalance), min_count=2).min())
+@functools.lru_cache(maxsize=1024)
+def _smallest_class(dataset: str, classes: int, samples_per_class: int, imbalance: float, test_fraction: float) -> int:
+    if dataset == "digits":
+        return int(min(digits_class_sizes(num_classes=classes, test_fraction=test_fraction)))
+    return int(split_counts(classes * samples_per_class, class_prior(classes, imbalance=imbalance), min_count=2).min())
+
+
+_FIELDS: tuple[dataclasses.Field, ...] = dataclasses.fields(Config)
+_BY_NAME: dict[str, dataclasses.Field] = {f.name: f for f in _FIELDS}
+for _f_ in _FIELDS:
+    if "choices" in _f_.metadata:
+        _FIELD_CHECKS[_f_.name] = _choice_check(_f_.name, _f_.metadata["choices"])
+    _FIELD_CHECKS.setdefault(_f_.name, lambda v: None)
+del _f_

@@ -29,19 +29,35 @@ from __future__ import annotations
 import hashlib
 import importlib.resources
 import itertools
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ncgeom.experiments.config import Config, config_fields, config_from_dict
+from ncgeom.experiments.config import (
+    COUPLED_FIELDS,
+    Config,
+    config_fields,
+    config_from_dict,
+    expected_type,
+    field_type_error,
+)
 from ncgeom.validate import require_choice
 from ncgeom.vocabulary import SCALES
 
-__all__ = ["SweepSpec", "spec_names", "load_spec", "spec_from_dict", "expand", "run_name"]
+__all__ = ["SweepSpec", "spec_names", "load_spec", "spec_from_dict", "expand", "run_name", "grid_size",
+           "MAX_GRID_RUNS", "MAX_SPEC_BYTES"]
 
 _SPEC_PACKAGE, _SPEC_FOLDER = "ncgeom.experiments", "specs"
+_FIELD_NAMES = frozenset(f.name for f in config_fields())
+
+#: Most runs a spec may have at one scale (before deduplication): a larger grid is refused from the product
+#: of its list lengths, before expansion. 10^5 runs are weeks of CPU at the quick scale; split bigger studies.
+MAX_GRID_RUNS = 100_000
+#: Largest spec file read (bytes): a spec is a few short lists; a bigger file is not a spec.
+MAX_SPEC_BYTES = 4 * 2**20
 
 
 @dataclass(frozen=True)
@@ -83,7 +99,7 @@ def spec_names() -> tuple[str, ...]:
 def load_spec(spec: str | Path) -> SweepSpec:
     """Parse and validate a spec: a shipped name (:func:`spec_names`) or a TOML file path.
 
-    Every config of every scale is validated here, before anything runs.
+    Every config of every scale is validated here, before anything runs (:func:`spec_from_dict`).
     """
     path = Path(spec)
     if path.suffix != ".toml" and not path.exists():
@@ -94,7 +110,15 @@ def load_spec(spec: str | Path) -> SweepSpec:
         return spec_from_dict(_parse(resource.read_text(encoding="utf-8"), name), path=f"{name} (shipped)", shipped=True)
     if not path.is_file():
         raise FileNotFoundError(f"spec {path} not found (shipped specs: {', '.join(spec_names())})")
-    return spec_from_dict(_parse(path.read_text(encoding="utf-8"), str(path)), path=str(path))
+    size = path.stat().st_size
+    if size > MAX_SPEC_BYTES:
+        raise ValueError(f"spec {path}: {size} bytes, above the limit of {MAX_SPEC_BYTES} bytes for a spec file "
+                         f"(a grid is the product of short lists)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"spec {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return spec_from_dict(_parse(text, str(path)), path=str(path))
 
 
 def _parse(text: str, where: str) -> dict[str, Any]:
@@ -104,63 +128,153 @@ def _parse(text: str, where: str) -> dict[str, Any]:
         raise ValueError(f"spec {where}: invalid TOML: {exc}") from None
 
 
+def _show(value: Any) -> str:
+    text = repr(value)
+    return (text if len(text) <= 60 else text[:57] + "...") + f" ({type(value).__name__})"
+
+
 def spec_from_dict(raw: dict[str, Any], *, path: str | None = None, shipped: bool = False) -> SweepSpec:
-    """A SweepSpec from the parsed TOML mapping (see :func:`load_spec`)."""
+    """A SweepSpec from the parsed TOML mapping (see :func:`load_spec`).
+
+    Checked in this order, each error one line naming the key path (``spec f.toml: grid[0].beta[1]: ...``):
+    the keys and their types, every field value (each distinct value once), the number of runs of each
+    scale (at most :data:`MAX_GRID_RUNS`, from the product of the list lengths, before any expansion),
+    then every combination of the fields that constrain one another (:data:`COUPLED_FIELDS`).
+    """
     where = f"spec {path}" if path else "spec"
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: expected a table of keys, got {_show(raw)}")
     known = {"name", "description", "claim", "base", "grid", *SCALES}
-    unknown = sorted(set(raw) - known)
+    unknown = sorted(map(str, set(raw) - known))
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; accepted: {', '.join(sorted(known))}")
+    for key in ("name", "description", "claim"):
+        if key in raw and not isinstance(raw[key], str):
+            raise ValueError(f"{where}: {key}: expected a string, got {_show(raw[key])}")
     name = raw.get("name") or (Path(path).stem if path and not shipped else "sweep")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(name)):
         raise ValueError(f"{where}: name must use letters, digits, '_', '.', '-' only, got {name!r}")
+    base = _fields_table(raw.get("base", {}), f"{where}: base")
     scales = {}
     for s in SCALES:
-        over = dict(raw.get(s, {}))
+        over = _fields_table(raw.get(s, {}), f"{where}: {s}", allow_grid=True)
         if "grid" in over:
-            over["grid"] = _parse_grids(over["grid"], f"{where} [{s}]")
+            over["grid"] = _parse_grids(over["grid"], f"{where}: {s}.grid")
         scales[s] = over
     claim = raw.get("claim")
-    spec = SweepSpec(str(name), str(raw.get("description", "")), None if claim is None else str(claim),
-                     dict(raw.get("base", {})), _parse_grids(raw.get("grid", {}), where), scales, path, shipped)
+    spec = SweepSpec(str(name), str(raw.get("description", "")), claim, base,
+                     _parse_grids(raw.get("grid", {}), f"{where}: grid"), scales, path, shipped)
     for scale in SCALES:
-        expand(spec, scale=scale)  # validates every config now, before anything runs
+        count = grid_size(spec, scale)
+        if count > MAX_GRID_RUNS:
+            sizes = " + ".join(" x ".join(str(len(v)) for v in g.values()) or "1" for g in spec.grids_at(scale))
+            raise ValueError(f"{where}: scale {scale}: the grid has {count} runs ({sizes}), above the limit of "
+                             f"{MAX_GRID_RUNS} (ncgeom.experiments.spec.MAX_GRID_RUNS); split it into several specs")
+    for scale in SCALES:
+        _validate_scale(spec, scale)  # every config is valid, before anything runs
     return spec
 
 
-def _parse_grids(raw, where: str) -> tuple[dict, ...]:
-    tables = [raw] if isinstance(raw, dict) else list(raw)
-    names = {f.name for f in config_fields()}
+def grid_size(spec: SweepSpec, scale: str) -> int:
+    """Number of grid points at ``scale`` before deduplication: the sum over grid tables of the product of
+    their list lengths (computed from the lengths, in microseconds, whatever the size)."""
+    return sum(math.prod(len(v) for v in g.values()) for g in spec.grids_at(scale))
+
+
+def _fields_table(raw: Any, where: str, *, allow_grid: bool = False) -> dict:
+    """A table of config fields with the right types (a grid key kept as it is when ``allow_grid``)."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: expected a table of config fields, got {_show(raw)}")
+    out = {}
+    for key, value in raw.items():
+        if allow_grid and key == "grid":
+            out[key] = value
+            continue
+        if key not in _FIELD_NAMES:
+            raise ValueError(f"{where}: unknown config field {key!r}")
+        problem = field_type_error(key, value)
+        if problem:
+            raise ValueError(f"{where}.{key}: {problem}")
+        out[key] = value
+    return out
+
+
+def _parse_grids(raw: Any, where: str) -> tuple[dict, ...]:
+    if isinstance(raw, dict):
+        tables, paths = [raw], [where]
+    elif isinstance(raw, list):
+        tables, paths = raw, [f"{where}[{i}]" for i in range(len(raw))]
+    else:
+        raise ValueError(f"{where}: expected a table or an array of tables ([[grid]]), got {_show(raw)}")
     out = []
-    for t in tables:
+    for t, at in zip(tables, paths):
         if not isinstance(t, dict):
-            raise ValueError(f"{where}: grid must be a table or an array of tables")
+            raise ValueError(f"{at}: expected a table of config fields and their lists of values, got {_show(t)}")
         g = {}
         for k, v in t.items():
-            if k not in names:
-                raise ValueError(f"{where}: unknown config field {k!r} in grid")
-            values = tuple(v) if isinstance(v, list) else (v,)
-            if not values:
-                raise ValueError(f"{where}: grid field {k!r} has no values")
-            g[k] = values
+            if k not in _FIELD_NAMES:
+                raise ValueError(f"{at}: unknown config field {k!r} in grid")
+            if not isinstance(v, list):
+                raise ValueError(f"{at}.{k}: expected {expected_type(k, many=True)}, got {_show(v)}")
+            if not v:
+                raise ValueError(f"{at}.{k}: grid field {k!r} has no values")
+            for j, value in enumerate(v):
+                problem = field_type_error(k, value, many=True)
+                if problem:
+                    raise ValueError(f"{at}.{k}[{j}]: {problem}")
+            g[k] = tuple(v)
         out.append(g)
     return tuple(out) if out else ({},)
+
+
+def _validate_scale(spec: SweepSpec, scale: str) -> None:
+    """Every config of ``scale`` is valid; each value of an uncoupled field is checked once.
+
+    A field outside :data:`COUPLED_FIELDS` is valid or not on its own, so a grid table is checked as the
+    product of its coupled fields (the uncoupled ones at each of their values, one at a time).
+    """
+    base = {**spec.base, **{k: v for k, v in spec.scales[scale].items() if k != "grid"}}
+    for g in spec.grids_at(scale):
+        coupled = [k for k in g if k in COUPLED_FIELDS]
+        first = {k: v[0] for k, v in g.items()}
+        for k, values in g.items():
+            if k in COUPLED_FIELDS:
+                continue
+            for value in dict.fromkeys(values, None) if _hashable(values) else values:
+                _config(spec, scale, base, {**first, k: value})
+        for combo in itertools.product(*(g[k] for k in coupled)):
+            _config(spec, scale, base, {**first, **dict(zip(coupled, combo))})
+
+
+def _hashable(values) -> bool:
+    try:
+        hash(values)
+    except TypeError:
+        return False
+    return True
+
+
+def _config(spec: SweepSpec, scale: str, base: dict, point: dict) -> Config:
+    try:
+        return config_from_dict({**base, **point})
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"spec {spec.path or spec.name} (scale {scale}, {point}): {exc}") from None
 
 
 def expand(spec: SweepSpec, *, scale: str = "quick") -> list[Config]:
     """The configs of a spec at a scale: base <- scale overrides <- each grid point (deduplicated)."""
     scale = require_choice("scale", scale, SCALES)
+    count = grid_size(spec, scale)
+    if count > MAX_GRID_RUNS:  # a SweepSpec built by hand, not through spec_from_dict
+        raise ValueError(f"spec {spec.path or spec.name}: scale {scale}: the grid has {count} runs, above the "
+                         f"limit of {MAX_GRID_RUNS}")
     base = {**spec.base, **{k: v for k, v in spec.scales[scale].items() if k != "grid"}}
     configs, seen = [], set()
     for g in spec.grids_at(scale):
         keys = list(g)
         for values in itertools.product(*(g[k] for k in keys)):
-            point = dict(zip(keys, values))
-            try:
-                cfg = config_from_dict({**base, **point})
-            except (ValueError, TypeError) as exc:
-                raise ValueError(f"spec {spec.path or spec.name} (scale {scale}, {point}): {exc}") from None
-            key = cfg.to_json()
+            cfg = _config(spec, scale, base, dict(zip(keys, values)))
+            key = tuple((type(v), v) for v in vars(cfg).values())  # as to_json() would tell, 5x faster
             if key not in seen:
                 seen.add(key)
                 configs.append(cfg)

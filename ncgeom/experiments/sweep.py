@@ -1,32 +1,51 @@
 """Sweeps: every config of a spec run in parallel, resumably, summarized as CSV; the one executor builder.
 
-Every run writes its own directory ``OUT/<run name>`` (:mod:`ncgeom.experiments.records`); a run whose
-summary.json exists is skipped, and summary.json is written last and atomically, so killing a sweep
-loses no finished run. At the end ``OUT/summary.csv`` (one row per run) and ``OUT/sweep.json`` are
-written, atomically too.
+Every run writes its own directory ``OUT/<run name>`` (:mod:`ncgeom.experiments.records`). summary.json is
+written last and atomically, so killing a sweep loses no finished run. On resume a run whose summary.json
+exists is skipped only if its files are whole (:func:`ncgeom.experiments.integrity.check_run`: every
+record parses, the counts match the summary, the embeddings have the expected shapes); a damaged one
+is rerun, and its record says why (:attr:`RunRecord.invalid`). At the end ``OUT/summary.csv`` (one row
+per run) and ``OUT/sweep.json`` are written, atomically too. The sweep holds the lock of ``OUT``
+(:mod:`ncgeom.locking`) from the first check to the last write: a second sweep into the same folder is
+refused (or waits, ``wait``).
 
 :func:`make_executor` is the one place where runs get their parallelism (used by ``ncgeom sweep``,
 :func:`ncgeom.experiments.claims.run_claims` and ``ncgeom reproduce``): none (runs in this process),
-a process pool (spawn start method, one CPU thread per worker) or a Dask cluster.
+a process pool (spawn start method, one CPU thread per worker) or a Dask cluster. Pool workers die with
+the process that started them, whatever ends it (even SIGKILL): on Linux the kernel sends them SIGKILL
+(``PR_SET_PDEATHSIG``), and everywhere a watchdog thread in each worker exits it within a second of its
+parent's death. Workers ignore SIGINT (a Ctrl-C reaches the whole process group; the parent decides),
+and an exception leaving :func:`make_executor` (an :class:`ncgeom.interrupts.Interrupted` from SIGTERM
+or SIGINT included) cancels the queued runs and terminates the workers instead of waiting for them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import ctypes
 import io
 import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
 from ncgeom.atomic_io import atomic_write_json, atomic_write_text
+from ncgeom.budget import check_run_memory
 from ncgeom.experiments.config import Config
-from ncgeom.experiments.records import RunSummary
+from ncgeom.experiments.integrity import check_run, is_finished
+from ncgeom.experiments.records import SUMMARY_FILE, RunSummary
 from ncgeom.experiments.spec import SweepSpec, expand, load_spec, run_name
 from ncgeom.experiments.train import run
+from ncgeom.locking import folder_lock, prepare_folder
 from ncgeom.threads import limit_cpu_threads
 from ncgeom.validate import require_int
 
@@ -37,7 +56,9 @@ __all__ = [
     "run_sweep",
     "make_executor",
     "process_pool",
+    "terminate_pool",
     "dask_executor",
+    "count_finished",
     "summary_table",
     "TABLE_COLUMNS",
 ]
@@ -56,7 +77,8 @@ class RunRecord:
 
     status: the summary's ``completed`` / ``diverged``, or ``failed`` (an exception, in ``error``; the
     run directory has no summary.json, so the next call retries it). ``skipped``: finished before this
-    call (resumed).
+    call (resumed, its files checked whole). ``invalid``: the run had a summary.json but its files
+    failed :func:`~ncgeom.experiments.integrity.check_run` (the one-line reason), so it was run again.
     """
 
     name: str
@@ -65,6 +87,7 @@ class RunRecord:
     summary: RunSummary | None = field(default=None, repr=False)
     skipped: bool = False
     error: str | None = None
+    invalid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +104,11 @@ class SweepResult:
     def failed(self) -> tuple[RunRecord, ...]:
         return tuple(r for r in self.runs if r.status == "failed")
 
+    @property
+    def invalid(self) -> tuple[RunRecord, ...]:
+        """The runs found finished but damaged at the start of this call, and run again."""
+        return tuple(r for r in self.runs if r.invalid is not None)
+
     def summaries(self) -> list[RunSummary]:
         """The summaries of the finished runs."""
         return [r.summary for r in self.runs if r.summary is not None]
@@ -91,15 +119,74 @@ def _execute(config_dict: dict, run_dir: str) -> dict:
     return run(Config(**config_dict), out_dir=run_dir).summary()
 
 
-def _init_worker() -> None:  # pragma: no cover - runs in child processes
+_WATCHDOG_S = 0.5  # how often a worker checks that its parent is alive
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent(parent_pid: int) -> None:  # pragma: no cover - runs in child processes
+    """Make this process exit when ``parent_pid`` dies: PR_SET_PDEATHSIG (Linux) and a watchdog thread."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+
+    def watch() -> None:  # portable fallback: once orphaned, the parent pid changes (to init or a subreaper)
+        while os.getppid() == parent_pid:
+            time.sleep(_WATCHDOG_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="ncgeom-parent-watchdog", daemon=True).start()
+
+
+def _init_worker(parent_pid: int) -> None:  # pragma: no cover - runs in child processes
+    _die_with_parent(parent_pid)  # also covers a parent that died before this line (the watchdog sees it)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C hits the whole process group: the parent stops us
     limit_cpu_threads(1)  # one core per worker: the workers are the parallelism
 
 
+def _noop() -> None:  # pragma: no cover - runs in child processes
+    return None
+
+
 def process_pool(workers: int) -> ProcessPoolExecutor:
-    """A pool of ``workers`` processes (spawn start method: no inherited torch state; one CPU thread each)."""
+    """A pool of ``workers`` processes (spawn start method: no inherited torch state; one CPU thread each).
+
+    The workers die with this process (module docstring). They are all started here, in the calling
+    thread: the kernel's parent-death signal fires when the *thread* that started a worker ends, so
+    workers started lazily from a short-lived feeder thread would be killed with it.
+    """
     workers = require_int("workers", workers, min_value=1)
-    return ProcessPoolExecutor(max_workers=workers, initializer=_init_worker,
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(os.getpid(),),
                                mp_context=multiprocessing.get_context("spawn"))
+    launch = getattr(pool, "_launch_processes", None)  # CPython >= 3.11: starts every worker now
+    if launch is not None:
+        launch()
+    else:  # pragma: no cover - each submit starts one worker while none is idle
+        for _ in range(workers):
+            pool.submit(_noop)
+    return pool
+
+
+def terminate_pool(pool: ProcessPoolExecutor, *, timeout: float = 5.0) -> None:
+    """Stop the workers of ``pool`` now (SIGTERM, then SIGKILL after ``timeout``); fail its unfinished runs.
+
+    Every run not finished, queued or running, ends with BrokenProcessPool (a running run's directory
+    has no summary.json: the next call reruns it); finished runs are untouched. ProcessPoolExecutor has
+    no public way to stop busy workers before Python 3.14 (``terminate_workers``), hence the use of its
+    process table. The pool's own manager thread, seeing its workers gone, fails the pending futures
+    and wakes every thread waiting on them (``shutdown(cancel_futures=True)`` would not: a future
+    cancelled that way never notifies ``as_completed``, which then waits forever).
+    """
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for p in processes:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + timeout
+    for p in processes:
+        p.join(max(deadline - time.monotonic(), 0.0))
+        if p.is_alive():
+            p.kill()
+            p.join(1.0)
+    pool.shutdown(wait=True)
 
 
 @contextlib.contextmanager
@@ -139,8 +226,10 @@ def make_executor(workers: int = 1, *, scheduler=None) -> Iterator[Executor | No
         pool = process_pool(workers)
         try:
             yield pool
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        except BaseException:  # an error or a stop signal: do not wait for the running runs
+            terminate_pool(pool)
+            raise
+        pool.shutdown(wait=True, cancel_futures=True)
     else:
         yield None
 
@@ -154,14 +243,16 @@ def run_sweep(
     executor: Executor | None = None,
     progress: bool = False,
     on_run: Callable[[RunRecord], None] | None = None,
+    wait: float = 0.0,
 ) -> SweepResult:
-    """Run every config of ``spec`` at ``scale`` into ``out_dir``, skipping finished runs.
+    """Run every config of ``spec`` at ``scale`` into ``out_dir``, skipping finished runs whose files are whole.
 
     Parameters
     ----------
     spec : SweepSpec, a shipped spec name or a path to a TOML spec
     out_dir : path
-        Receives one directory per run, summary.csv and sweep.json.
+        Receives one directory per run, summary.csv and sweep.json; locked for the whole call
+        (:func:`ncgeom.locking.folder_lock`).
     scale : {"tiny", "quick", "full"}
     workers : int
         Without ``executor``: processes of a :func:`process_pool` (1: serially, in this process).
@@ -172,21 +263,36 @@ def run_sweep(
         A tqdm bar over this sweep's runs (stderr).
     on_run : callable, optional
         Called with each RunRecord as it is known (finished earlier, finished now, or failed).
+    wait : float
+        Seconds to wait while another process writes ``out_dir`` (0: refuse at once; ``math.inf``: no limit).
 
     Returns
     -------
     SweepResult
         Failed runs (exceptions) are recorded with status "failed" and no summary; rerunning the
-        sweep retries them.
+        sweep retries them. Runs found damaged are rerun and carry the reason in ``invalid``.
+
+    Raises
+    ------
+    ncgeom.locking.LockedError
+        Another process is writing ``out_dir`` (a ValueError naming its pid).
+    ValueError
+        ``out_dir`` is a file or cannot be created or written; a bad spec.
     """
     if not isinstance(spec, SweepSpec):
         spec = load_spec(spec)
     workers = require_int("workers", workers, min_value=1)
     configs = expand(spec, scale=scale)
+    for cfg in dict.fromkeys(configs):  # every run must fit the memory budget, checked before the first starts
+        check_run_memory(cfg)
     keys = spec.grid_keys(scale)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_folder(out_dir)
     names = [run_name(c, keys) for c in configs]
+    with folder_lock(out, wait=wait):
+        return _run_locked(spec, scale, out, names, configs, keys, workers, executor, progress, on_run)
+
+
+def _run_locked(spec, scale, out: Path, names, configs, keys, workers, executor, progress, on_run) -> SweepResult:
     records: dict[str, RunRecord] = {}
     bar = None
     if progress:
@@ -201,22 +307,34 @@ def run_sweep(
         if on_run is not None:
             on_run(rec)
 
-    todo = []
+    todo: list[tuple[str, Config]] = []
+    invalid: dict[str, str] = {}
     for name, cfg in zip(names, configs):
-        summary = RunSummary.load(out / name)
-        if summary is not None:
-            record(RunRecord(name, cfg, summary.status, summary, skipped=True))
-        else:
-            todo.append((name, cfg))
+        run_dir = out / name
+        if is_finished(run_dir):
+            problem = check_run(run_dir, cfg)
+            if problem is None:
+                summary = RunSummary.load(run_dir)
+                assert summary is not None  # check_run read it
+                record(RunRecord(name, cfg, summary.status, summary, skipped=True))
+                continue
+            invalid[name] = problem
+        _clear_for_rerun(run_dir)
+        todo.append((name, cfg))
     try:
         if todo and executor is None and workers > 1:
-            with process_pool(min(workers, len(todo))) as pool:
-                _submit_all(pool, todo, out, record)
+            pool = process_pool(min(workers, len(todo)))
+            try:
+                _submit_all(pool, todo, out, record, invalid)
+            except BaseException:  # an error or a stop signal: stop the workers, do not wait for them
+                terminate_pool(pool)
+                raise
+            pool.shutdown(wait=True)
         elif todo and executor is not None:
-            _submit_all(executor, todo, out, record)
+            _submit_all(executor, todo, out, record, invalid)
         else:
             for name, cfg in todo:
-                record(_collect(name, cfg, lambda c=cfg, n=name: _execute(c.to_dict(), str(out / n))))
+                record(_collect(name, cfg, partial(_execute, cfg.to_dict(), str(out / name)), invalid.get(name)))
     finally:
         if bar is not None:
             bar.close()
@@ -225,26 +343,47 @@ def run_sweep(
         atomic_write_json(out / "sweep.json", {
             "name": spec.name, "claim": spec.claim, "description": spec.description, "scale": scale,
             "spec_path": spec.path, "grid_keys": list(keys),
-            "runs": [{"name": r.name, "status": r.status, "error": r.error} for r in runs],
+            "runs": [{"name": r.name, "status": r.status, "error": r.error, "invalid": r.invalid} for r in runs],
         })
     return SweepResult(spec, scale, str(out), runs, str(table))
 
 
-def _submit_all(ex: Executor, todo, out: Path, record) -> None:
+def _clear_for_rerun(run_dir: Path) -> None:
+    """Before a run (re)starts in ``run_dir``: drop its summary.json (so a damaged run never again counts as
+    finished, even if this call is interrupted) and the temporary files of atomic writes cut short by a kill."""
+    if not run_dir.is_dir():
+        return
+    (run_dir / SUMMARY_FILE).unlink(missing_ok=True)
+    for tmp in run_dir.glob(".*.tmp"):
+        if tmp.is_file() and not tmp.is_symlink():
+            tmp.unlink(missing_ok=True)
+
+
+def count_finished(spec: SweepSpec | str | Path, out_dir: str | Path, *, scale: str = "quick") -> tuple[int, int]:
+    """(runs of ``spec`` at ``scale`` with a summary.json in ``out_dir``, runs in the grid): progress on disk."""
+    if not isinstance(spec, SweepSpec):
+        spec = load_spec(spec)
+    configs = expand(spec, scale=scale)
+    keys = spec.grid_keys(scale)
+    done = sum(is_finished(Path(out_dir) / run_name(c, keys)) for c in configs)
+    return done, len(configs)
+
+
+def _submit_all(ex: Executor, todo, out: Path, record, invalid: dict[str, str]) -> None:
     futures: dict[Future, tuple[str, Config]] = {
         ex.submit(_execute, cfg.to_dict(), str(out / name)): (name, cfg) for name, cfg in todo
     }
     for fut in as_completed(futures):
         name, cfg = futures[fut]
-        record(_collect(name, cfg, fut.result))
+        record(_collect(name, cfg, fut.result, invalid.get(name)))
 
 
-def _collect(name: str, cfg: Config, get) -> RunRecord:
+def _collect(name: str, cfg: Config, get, invalid: str | None) -> RunRecord:
     try:
         summary = RunSummary.from_dict(get())
     except Exception as exc:  # a failed run must not stop the sweep; it is retried on resume
-        return RunRecord(name, cfg, "failed", None, error=f"{type(exc).__name__}: {exc}")
-    return RunRecord(name, cfg, summary.status, summary)
+        return RunRecord(name, cfg, "failed", None, error=f"{type(exc).__name__}: {exc}", invalid=invalid)
+    return RunRecord(name, cfg, summary.status, summary, invalid=invalid)
 
 
 def summary_table(runs, keys) -> str:

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ncgeom.atomic_io import atomic_write_bytes
+from ncgeom.budget import check_run_memory
 from ncgeom.data import (
     class_balanced_batches,
     class_balanced_counts,
@@ -119,6 +120,7 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
 
     if not isinstance(config, Config):
         raise ValueError(f"config must be an ncgeom.experiments.Config, got {type(config).__name__}")
+    check_run_memory(config)  # before any data or model is allocated (the budget in force: ncgeom.budget)
     run_dir = None if out_dir is None else Path(out_dir)
     if run_dir is not None:
         try:  # before any work: a file in the way is bad input (ValueError), not a traceback after training

@@ -18,6 +18,13 @@ theory files and the claims are skipped one by one, and sweeps skip finished run
 redrawn when an earlier stage ran again. All writes are atomic, so an interrupted or failed run never
 damages what was already written. A stage that fails is recorded (status and one-line error) and the
 later stages still run; the report says which stages failed.
+
+One writer at a time: the call holds the lock of ``out`` (:mod:`ncgeom.locking`) from the first check to
+the report; a second reproduction into the same folder is refused with the holder's pid, or waits
+(``wait``). The claim sweeps lock their own folders ``out/sweeps/<spec>`` as well, and check every
+finished run's files before reusing it (:mod:`ncgeom.experiments.integrity`). A stop signal
+(:class:`ncgeom.interrupts.Interrupted`, a KeyboardInterrupt) is never recorded as a failed stage: it
+unwinds the call, stops the workers and releases the lock; the interrupted stage reruns next time.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from pathlib import Path
 from ncgeom.atomic_io import atomic_write_json, read_json
 from ncgeom.experiments.claims import run_claims
 from ncgeom.figures.render import render_all
+from ncgeom.locking import folder_lock, prepare_folder
 from ncgeom.provenance import provenance
 from ncgeom.reproduce.report import write_report
 from ncgeom.reproduce.scales import ScaleParameters, scale_parameters
@@ -69,6 +77,7 @@ class Context:
     log: Callable[[str], None]
     progress: bool = True
     redo: frozenset = frozenset()
+    wait: float = 0.0
     ran: list[str] = field(default_factory=list)
 
 
@@ -93,6 +102,7 @@ def reproduce(
     redo: tuple[str, ...] = (),
     progress: bool = True,
     log: Callable[[str], None] | None = None,
+    wait: float = 0.0,
 ) -> ReproduceResult:
     """Run (or resume) the reproduction into ``out`` and write ``out/report.md``.
 
@@ -113,6 +123,9 @@ def reproduce(
         A tqdm bar (stderr) over the training runs of the claims stage.
     log : callable, optional
         Progress sink (default: print to stderr).
+    wait : float
+        Seconds to wait while another process writes ``out`` (0: refuse at once with
+        :class:`~ncgeom.locking.LockedError`; ``math.inf``: no limit).
     """
     params = scale_parameters(scale)
     workers = require_int("workers", workers, min_value=1)
@@ -120,16 +133,14 @@ def reproduce(
         for name in names:
             if name not in STAGES:
                 raise ValueError(f"{arg} must be a subset of {', '.join(STAGES)}, got {name!r}")
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a directory")
-    out.mkdir(parents=True, exist_ok=True)
-    _check_manifest(out, params)
-    ctx = Context(out=out, scale=params, workers=workers, progress=progress, redo=frozenset(redo),
-                  log=log or (lambda msg: print(msg, file=sys.stderr, flush=True)))
-    t_start = time.perf_counter()
-    outcomes = [_run_stage(ctx, stage) for stage in STAGES[:-1] if stages is None or stage in stages]
-    outcomes.append(_run_stage(ctx, "report", force=True))
+    out = prepare_folder(out, what="--out")
+    with folder_lock(out, wait=wait):
+        _check_manifest(out, params)
+        ctx = Context(out=out, scale=params, workers=workers, progress=progress, redo=frozenset(redo), wait=wait,
+                      log=log or (lambda msg: print(msg, file=sys.stderr, flush=True)))
+        t_start = time.perf_counter()
+        outcomes = [_run_stage(ctx, stage) for stage in STAGES[:-1] if stages is None or stage in stages]
+        outcomes.append(_run_stage(ctx, "report", force=True))
     return ReproduceResult(out=out, scale=params.name, stages=tuple(outcomes), report=out / "report.md",
                            seconds=time.perf_counter() - t_start)
 
@@ -186,7 +197,7 @@ def _stage_theory(ctx: Context) -> dict:
 
 def _stage_claims(ctx: Context) -> dict:
     results = run_claims(ctx.out, scale=ctx.scale.name, workers=ctx.workers, force="claims" in ctx.redo,
-                         progress=ctx.progress, log=ctx.log)
+                         progress=ctx.progress, log=ctx.log, wait=ctx.wait)
     failed = [f"claim {r.claim}: {r.error}" for r in results if r.error]
     failed += [f"claim {r.claim}: {len(r.failed_runs)} run(s) failed, first: {r.failed_runs[0]}" for r in results if r.failed_runs]
     summary: dict = {"claims": {r.claim: str(r.overall) for r in results}}

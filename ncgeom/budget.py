@@ -1,0 +1,322 @@
+"""The memory budget: the most bytes a command may allocate for its arrays, and the sizes it bounds.
+
+Every size a user gives (classes, dimensions, batch sizes, negatives, file contents) is checked at the
+boundary against an *estimate* of the bytes it makes the command allocate, before anything is allocated.
+A request above the budget is refused with one line naming the option, the estimated need and the
+budget, and how to raise it; so ``ncgeom nc-value --negatives 1000000000`` is an error in microseconds,
+never a numpy/torch allocation failure minutes later.
+
+The budget, in order of precedence:
+
+1. ``--max-memory SIZE`` on a command (``ncgeom train --max-memory 8G ...``);
+2. the environment variable ``NCGEOM_MAX_MEMORY`` (same syntax; also reaches sweep workers);
+3. the default :func:`default_budget`: min(4 GiB, half of the physical memory), the physical memory read
+   with ``os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")`` (4 GiB where that is unknown).
+
+SIZE is a number of bytes with an optional binary unit: ``512M``, ``8G``, ``1.5GiB``, ``2T``, ``1000000``
+(K, M, G, T = 2^10, 2^20, 2^30, 2^40; a trailing ``B`` or ``iB`` is accepted). The estimates are upper
+bounds of the arrays' sizes up to a small constant factor (each documented next to its formula); Python
+objects and the interpreter itself are not counted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+import re
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+__all__ = [
+    "ENV_VAR",
+    "DEFAULT_CAP_BYTES",
+    "MAX_BUDGET_BYTES",
+    "NC_VALUE_BYTES_PER_NEGATIVE",
+    "parse_size",
+    "format_bytes",
+    "physical_memory_bytes",
+    "default_budget",
+    "memory_budget",
+    "override",
+    "require_within_budget",
+    "nc_value_bytes",
+    "run_memory_estimate",
+    "check_run_memory",
+    "bench_bytes",
+    "metrics_bytes",
+    "array_bytes",
+    "npy_header",
+    "ObjectArrayError",
+    "array_file_headers",
+]
+
+ENV_VAR = "NCGEOM_MAX_MEMORY"
+#: The default budget is min(DEFAULT_CAP_BYTES, half of the physical memory).
+DEFAULT_CAP_BYTES = 4 * 2**30
+#: Largest accepted budget (1 PiB): a larger SIZE is a typo, not a machine.
+MAX_BUDGET_BYTES = 2**50
+#: nc_value's closed form holds about 8 float64 arrays of k + 1 entries at its peak (binomial log-weights,
+#: gammaln temporaries, the profile): 64 bytes per negative, whatever the number of classes (O(k), O(1) in C).
+NC_VALUE_BYTES_PER_NEGATIVE = 64
+
+_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "p": 2**50}
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgtp]?)(?:i?b)?\s*", re.IGNORECASE)
+_HOW_TO_RAISE = f"raise the budget with --max-memory SIZE or {ENV_VAR}=SIZE (e.g. 8G)"
+
+
+def parse_size(text: str, *, name: str = "--max-memory") -> int:
+    """Bytes of a SIZE string (``8G``, ``512M``, ``1.5GiB``, ``1000000``); ValueError naming ``name`` otherwise."""
+    match = _SIZE.fullmatch(str(text))
+    if match is None:
+        raise ValueError(f"{name} must be a size such as 512M, 8G or 1.5GiB (units K, M, G, T, P = 2^10..2^50 bytes), "
+                         f"got {text!r}")
+    value = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    if not 1 <= value <= MAX_BUDGET_BYTES:
+        raise ValueError(f"{name} must be between 1 byte and {format_bytes(MAX_BUDGET_BYTES)}, got {text!r}")
+    return int(value)
+
+
+def format_bytes(n: float) -> str:
+    """``n`` bytes in binary units with 3 significant digits: ``4 GiB``, ``1.5 MiB``, ``12 B``."""
+    n = float(n)
+    for unit, scale in (("EiB", 2**60), ("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+@functools.lru_cache(maxsize=1)
+def physical_memory_bytes() -> int | None:
+    """The machine's physical memory (os.sysconf), or None where the platform does not say."""
+    try:
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX platforms
+        return None
+    return pages * size if pages > 0 and size > 0 else None
+
+
+def default_budget() -> int:
+    """min(4 GiB, half of the physical memory); 4 GiB where the physical memory is unknown."""
+    physical = physical_memory_bytes()
+    return DEFAULT_CAP_BYTES if physical is None else min(DEFAULT_CAP_BYTES, physical // 2)
+
+
+def memory_budget(size: str | int | None = None) -> int:
+    """The budget in bytes: ``size`` (a SIZE string or bytes) if given, else $NCGEOM_MAX_MEMORY, else the default."""
+    if isinstance(size, int) and not isinstance(size, bool):
+        if not 1 <= size <= MAX_BUDGET_BYTES:
+            raise ValueError(f"max_memory must be between 1 byte and {format_bytes(MAX_BUDGET_BYTES)}, got {size}")
+        return size
+    if size is not None:
+        return parse_size(str(size))
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return _parse_env(env)
+    return default_budget()
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_env(text: str) -> int:
+    return parse_size(text, name=f"the environment variable {ENV_VAR}")
+
+
+@contextlib.contextmanager
+def override(size: str | None) -> Iterator[int]:
+    """Within the block, the budget is ``size`` (also for child processes, through $NCGEOM_MAX_MEMORY).
+
+    ``None`` keeps the budget in force. Yields the budget in bytes; the environment is restored afterwards.
+    """
+    if size is None:
+        yield memory_budget()
+        return
+    nbytes = parse_size(size)
+    previous = os.environ.get(ENV_VAR)
+    os.environ[ENV_VAR] = str(nbytes)
+    try:
+        yield nbytes
+    finally:
+        if previous is None:
+            os.environ.pop(ENV_VAR, None)
+        else:
+            os.environ[ENV_VAR] = previous
+
+
+def require_within_budget(options: str, need: float, *, what: str, budget: int | None = None) -> None:
+    """Raise ValueError if ``need`` bytes exceed the budget; the message names ``options`` and ``what`` needs it."""
+    limit = memory_budget() if budget is None else budget
+    if need > limit:
+        raise ValueError(f"{options}: {what} needs about {format_bytes(need)}, above the memory budget of "
+                         f"{format_bytes(limit)}; lower {options} or {_HOW_TO_RAISE}")
+
+
+# --------------------------------------------------------------------------------------------------- nc-value
+def nc_value_bytes(num_negatives: int) -> int:
+    """Peak bytes of :func:`ncgeom.theory.nc_value` for a built-in psi: 64 (k + 1) (O(k); no term in C)."""
+    return NC_VALUE_BYTES_PER_NEGATIVE * (int(num_negatives) + 1)
+
+
+# --------------------------------------------------------------------------------------------------- training
+# Bytes per epoch record kept in memory (metrics dict, spectrum of <= C - 1 floats counted separately).
+_RECORD_BYTES = 2048
+
+
+def run_memory_estimate(config: Any) -> list[tuple[str, str, int]]:
+    """(fields, what, bytes) of the largest arrays of :func:`ncgeom.experiments.train.run` for ``config``.
+
+    ``config`` is a :class:`ncgeom.experiments.Config` (or any object with its attributes) whose integer
+    fields are already checked to be integers. With N = classes x samples_per_class training samples
+    (digits: at most 1797), Nt test samples, D = input_dim, d = embedding dim, C = classes, B = batch_size
+    (2B views with noise positives), h = hidden_dim, s = 4 or 8 bytes (dtype):
+
+    - data: (N + Nt) D (8 + s) (numpy float64 and the torch copy);
+    - model: 6 s P (weights, gradient, two Adam moments, two snapshots), P = N d (unconstrained),
+      D d (linear), D h + (depth - 2) h^2 + h d (mlp); plus 8 s N h for the MLP's activations on N;
+    - metrics: :func:`metrics_bytes` (float64 copies, SVD work, N x C NCC scores);
+    - loss: weighted: 10 s B^2 (the B x B similarity, weight and mask matrices with their gradients);
+      sampled: (P_B k (24 + 4 s) + 10 s B^2) with P_B <= B^2 positive pairs and k negatives each;
+    - history: 2 KiB x epochs + 8 (C - 1) x epochs / metrics_every (records and spectra).
+    """
+    c = int(config.classes)
+    if config.dataset == "digits":
+        n, nt, dim_in = 1797, 1797, 64  # scikit-learn's digits: 1797 images of 8 x 8 pixels in all
+    else:
+        n, nt, dim_in = c * int(config.samples_per_class), c * int(config.test_per_class), int(config.input_dim)
+    d = int(config.dim) if config.dim is not None else c - 1
+    s = 8 if config.dtype == "float64" else 4
+    h, depth = int(config.hidden_dim), int(config.depth)
+    b = int(config.batch_size) * (2 if config.positives == "noise" else 1)
+    if config.model == "unconstrained":
+        params, act, model_fields = n * d, 0, "classes, samples_per_class, dim"
+    elif config.model == "linear":
+        params, act, model_fields = dim_in * d + d, 0, "input_dim, dim"
+    else:
+        params = dim_in * h + max(depth - 2, 0) * h * h + h * d if depth >= 2 else dim_in * d
+        act, model_fields = 8 * s * n * h, "input_dim, hidden_dim, depth, dim"
+    data_fields = "classes, samples_per_class, test_per_class, input_dim"
+    out = [
+        (data_fields, "the data (x_train, x_test)", (n + nt) * dim_in * (8 + s)),
+        (model_fields, "the model (weights, gradient, Adam state, snapshots, activations)", 6 * s * params + act),
+        ("classes, samples_per_class, dim", "the NC metrics (float64, per evaluation)",
+         metrics_bytes(n, d, c)),
+    ]
+    square = 10 * s * b * b
+    if config.estimator == "sampled":
+        k = int(config.num_negatives)
+        out.append(("batch_size, num_negatives", "the sampled loss (B^2 pairs x k negatives)",
+                    b * b * k * (24 + 4 * s) + square))
+    else:
+        out.append(("batch_size", "the weighted loss (B x B matrices)", square))
+    epochs = int(config.epochs)
+    out.append(("epochs", "the history kept in memory",
+                epochs * _RECORD_BYTES + 8 * max(c - 1, 0) * (epochs // max(int(config.metrics_every), 1) + 1)))
+    return out
+
+
+def check_run_memory(config: Any, *, budget: int | None = None) -> None:
+    """Raise ValueError naming the fields if the estimated bytes of a run exceed the budget.
+
+    The message names the fields of the largest part (the one to lower) and the total.
+    """
+    parts = run_memory_estimate(config)
+    total = sum(p[2] for p in parts)
+    limit = memory_budget() if budget is None else budget
+    if total > limit:
+        fields, what, nbytes = max(parts, key=lambda p: p[2])
+        raise ValueError(f"{fields}: the run needs about {format_bytes(total)} ({what}: {format_bytes(nbytes)}), "
+                         f"above the memory budget of {format_bytes(limit)}; lower {fields} or {_HOW_TO_RAISE}")
+
+
+# --------------------------------------------------------------------------------------------------- bench
+def bench_bytes(batch_size: int, *, dim: int, num_classes: int, methods, skip_dense_at: int,
+                block_size: int | None = None) -> int:
+    """Peak bytes of one batch size of ``ncgeom bench`` (its methods run one after another).
+
+    Inputs 16 B d (z, its copy and gradient, float32); floor 8 B^2 (S and its gradient); dense 28 B^2
+    (~1.7 GiB at B = 8192, as measured in BENCHMARKS.md) when B < skip_dense_at; blocked 24 bs B + 8 B^2 / C
+    (tiles and the per-pair values); pml at most 2 GiB (larger cases are skipped by the benchmark).
+    """
+    b, d = int(batch_size), int(dim)
+    c = max(min(int(num_classes), b), 1)
+    inputs = 16 * b * d
+    per_method = {"floor": 8 * b * b, "blocked": 24 * min(block_size or 128, b) * b + 8 * b * b // c,
+                  "pml": min(4 * b**4 // c, 2 * 2**30), "pml_supcon": 28 * b * b, "triton": 8 * b * b}
+    if b < int(skip_dense_at):
+        per_method["dense"] = 28 * b * b
+    return inputs + max(per_method.get(m, 0) for m in (*methods, "floor"))
+
+
+# --------------------------------------------------------------------------------------------------- metrics
+def metrics_bytes(num_samples: int, dim: int, num_classes: int) -> int:
+    """Peak bytes of :func:`ncgeom.metrics.nc_metrics` on z [N, d] with C classes (float64).
+
+    8 (8 N d + 2 N C + 4 C d + 2 C^2 + min(N, d)^2): copies of z, centred residuals and the SVD's work, the N x C
+    scores of the NCC rule, the class means, their Gram matrix.
+    """
+    n, d, c = int(num_samples), int(dim), int(num_classes)
+    return 8 * (8 * n * d + 2 * n * c + 4 * c * d + 2 * c * c + min(n, d) ** 2)
+
+
+def array_bytes(shape, itemsize: int) -> int:
+    """Bytes of an array of ``shape`` (Python ints: no overflow) and ``itemsize``."""
+    return math.prod(int(s) for s in shape) * int(itemsize)
+
+
+# --------------------------------------------------------------------------------------------------- files
+class ObjectArrayError(ValueError):
+    """A .npy header declares an object dtype: reading it would unpickle, which ncgeom never does."""
+
+
+def npy_header(fh: BinaryIO, *, where: str) -> tuple[tuple[int, ...], np.dtype]:
+    """(shape, dtype) declared by the .npy header at the position of ``fh``, read without the data.
+
+    ValueError naming ``where`` for a file that is not .npy (versions 1.0 and 2.0) or declares an object
+    dtype (loading it would unpickle).
+    """
+    try:
+        version = np.lib.format.read_magic(fh)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+        else:
+            raise ValueError(f"unsupported .npy format version {version[0]}.{version[1]}")
+    except (ValueError, EOFError, OSError) as exc:
+        raise ValueError(f"{where}: not a .npy array ({' '.join(str(exc).split())})") from None
+    if dtype.hasobject:
+        raise ObjectArrayError(f"{where}: holds Python objects (dtype {dtype}); only numeric arrays are read "
+                               "(never unpickled)")
+    return tuple(int(s) for s in shape), dtype
+
+
+def array_file_headers(path: str | Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """{name: (shape, dtype)} of the arrays of a .npy (name "") or .npz file, from their headers only.
+
+    Nothing is decompressed beyond each member's header, so a small .npz declaring 16 GB of arrays is
+    measured in microseconds (:func:`array_bytes` of each entry) before any allocation.
+    """
+    path = Path(path)
+    with open(path, "rb") as fh:
+        magic = fh.read(6)
+        fh.seek(0)
+        if magic == b"\x93NUMPY":
+            return {"": npy_header(fh, where=str(path))}
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise ValueError(f"{path}: neither a .npy array nor a .npz archive ({' '.join(str(exc).split())})") from None
+    out = {}
+    with archive:
+        for info in archive.infolist():
+            name = info.filename[: -len(".npy")] if info.filename.endswith(".npy") else info.filename
+            try:
+                with archive.open(info) as member:
+                    out[name] = npy_header(member, where=f"{path}: member {info.filename!r}")  # type: ignore[arg-type]
+            except (zipfile.BadZipFile, NotImplementedError, RuntimeError, EOFError) as exc:
+                raise ValueError(f"{path}: member {info.filename!r} unreadable ({' '.join(str(exc).split())})") from None
+    return out
