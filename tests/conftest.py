@@ -28,6 +28,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
+from ncgeom.cli.main import main
+
 _COMMON: dict[str, Any] = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], "print_blob": True}
 
 settings.register_profile("ci", derandomize=True, max_examples=30, database=None, **_COMMON)
@@ -52,3 +54,14 @@ def pytest_report_header(config):
         return f"hypothesis profile {profile!r} (derandomized)"
     return (f"hypothesis profile {profile!r}, seed {seed}: replay with "
             f"HYPOTHESIS_PROFILE={profile} pytest --hypothesis-seed={seed} ...")
+
+
+def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int | str | None, str, str]:
+    """(exit code, stdout, stderr) of main(argv); argparse's own errors arrive as SystemExit."""
+    code: int | str | None
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -16,27 +16,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_main
 from numpy.testing import assert_allclose
 from scipy.stats import binom
 
-from ncgeom.cli.main import main
 from ncgeom.geometry import simplex_etf
 from ncgeom.metrics import METRIC_NAMES, nc_metrics
 
 SCRIPT = Path(sys.executable).with_name("ncgeom")
 # closed forms in float64 vs the package's log-space evaluation: a few eps of relative error
 RTOL = 1e-12
-
-
-def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int | str | None, str, str]:
-    """(exit code, stdout, stderr) of main(argv); argparse's own errors arrive as SystemExit."""
-    code: int | str | None
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def run_script(*args: str) -> tuple[int, str, str]:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_main
 
 from ncgeom import budget
 from ncgeom.cli.main import main
@@ -410,17 +411,6 @@ def _huge_grids() -> dict[str, str]:
 
 
 CASES = _cases()
-
-
-def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int | str | None, str, str]:
-    """(exit code, stdout, stderr) of main(argv); argparse's own errors arrive as SystemExit."""
-    code: int | str | None
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def assert_one_line_error(code, out, err, command: str) -> None:

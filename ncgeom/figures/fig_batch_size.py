@@ -15,8 +15,8 @@ from pathlib import Path
 
 from matplotlib.ticker import ScalarFormatter
 
-from ncgeom.figures.panels import plot_final_groups, set_auto_log
-from ncgeom.figures.runs import MissingResults, accuracy_kind, family_label, group_final, runs_for
+from ncgeom.figures.panels import final_value_axis, plot_final_groups
+from ncgeom.figures.runs import MissingResults, family_label, group_final, runs_for
 from ncgeom.figures.style import color_cycle, figure_main, new_figure, save_figure
 
 __all__ = ["NAME", "plot"]
@@ -38,12 +38,7 @@ def plot(results: Path, out: Path) -> list[Path]:
         ax.set_xticks(sorted({float(r.config.batch_size) for r in runs}))
         ax.get_xaxis().set_major_formatter(ScalarFormatter())
         ax.set_xlabel("batch size B")
-        ax.set_ylabel(ylabel)
-        if key == "test_ncc_accuracy":
-            ax.set_ylim(-0.02, 1.02)
-            ax.set_ylabel(f"final NCC accuracy ({accuracy_kind(runs)} set)")
-        else:
-            set_auto_log(ax, values)
+        final_value_axis(ax, key, ylabel, values, runs)
     axes[0][0].legend(loc="best")
     fig.suptitle(f"Batch size (Gaussian data, C = {runs[0].config.classes}, {runs[0].config.epochs} epochs)", fontsize=10)
     return save_figure(fig, out, NAME)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ncgeom.figures.panels import beta_axis, plot_final_groups, set_auto_log
-from ncgeom.figures.runs import MissingResults, accuracy_kind, family, group_final, run_beta, runs_for
+from ncgeom.figures.panels import beta_axis, final_value_axis, plot_final_groups
+from ncgeom.figures.runs import MissingResults, family, group_final, run_beta, runs_for
 from ncgeom.figures.style import figure_main, new_figure, save_figure, setting_color
 
 __all__ = ["NAME", "plot"]
@@ -33,12 +33,7 @@ def plot(results: Path, out: Path) -> list[Path]:
     for ax, key, ylabel in ((axes[0][0], "test_ncc_accuracy", "final NCC test accuracy"), (axes[0][1], "etf_distance", "final distance to the simplex ETF")):
         values = plot_final_groups(ax, group_final(runs, run_beta, key, family), colors)
         beta_axis(ax, [run_beta(r) for r in runs], label=r"hardness $\beta$ (0 = SCL / UCL)")
-        ax.set_ylabel(ylabel)
-        if key == "test_ncc_accuracy":
-            ax.set_ylim(-0.02, 1.02)
-            ax.set_ylabel(f"final NCC accuracy ({accuracy_kind(runs)} set)")
-        else:
-            set_auto_log(ax, values)
+        final_value_axis(ax, key, ylabel, values, runs)
         ax.legend(loc="best")
     r0 = runs[0]
     fig.suptitle(f"Digits (real data): norm = {r0.config.norm}, tau = {r0.config.tau}, d = {r0.config.dim or 'C-1'}, model = {r0.config.model}", fontsize=10)

@@ -29,6 +29,7 @@ from ncgeom.figures.runs import (
 from ncgeom.figures.style import beta_color, new_figure, no_data, save_figure
 
 __all__ = [
+    "final_value_axis",
     "NC_CONDITIONS",
     "METRIC_LABELS",
     "set_auto_log",
@@ -63,6 +64,16 @@ def set_auto_log(ax, values: Sequence[float]) -> None:
     vals = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
     if vals.size and vals.min() > 0 and vals.max() / vals.min() > 30:
         ax.set_yscale("log")
+
+
+def final_value_axis(ax, key: str, ylabel: str, values: Sequence[float], runs: Sequence[SavedRun]) -> None:
+    """Label the y axis of a final-value panel: accuracies on [0, 1] (saying which set), others log if wide."""
+    ax.set_ylabel(ylabel)
+    if key == "test_ncc_accuracy":
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_ylabel(f"final NCC accuracy ({accuracy_kind(runs)} set)")
+    else:
+        set_auto_log(ax, values)
 
 
 
