@@ -46,7 +46,7 @@ from ncgeom.provenance import provenance
 from ncgeom.theory import batch_nc_value, nc_value
 from ncgeom.vocabulary import PsiName
 
-__all__ = ["run", "make_data", "run_nc_value"]
+__all__ = ["run", "make_data", "run_nc_value", "seed_streams", "prepare_run_dir", "metrics_record", "write_run_outputs"]
 
 
 def make_data(config: Config, *, rng: np.random.Generator):
@@ -58,6 +58,59 @@ def make_data(config: Config, *, rng: np.random.Generator):
         test_per_class=config.test_per_class, separation=config.separation, spread=config.spread,
         imbalance=config.imbalance, rng=rng,
     )
+
+
+def seed_streams(seed: int):
+    """The four independent streams of a run: (data rng, init rng, batch rng, torch.Generator).
+
+    ``numpy.random.SeedSequence(seed).spawn(4)``: three numpy Generators and one torch.Generator (CPU)
+    seeded from the fourth child. Every engine (:func:`run`, :func:`ncgeom.experiments.stacked.run_stack`)
+    draws a run's data, initialization, batch order, noise positives and sampled negatives from these
+    streams only, so a run does not depend on which engine trains it or next to which other runs.
+    """
+    import torch
+
+    seq = np.random.SeedSequence(seed).spawn(4)
+    data_rng, init_rng, batch_rng = (np.random.default_rng(s) for s in seq[:3])
+    generator = torch.Generator().manual_seed(int(seq[3].generate_state(1, np.uint64)[0] >> np.uint64(1)))
+    return data_rng, init_rng, batch_rng, generator
+
+
+def prepare_run_dir(out_dir: str | Path | None) -> Path | None:
+    """``out_dir`` as a created directory (None stays None); ValueError if a file is in the way."""
+    run_dir = None if out_dir is None else Path(out_dir)
+    if run_dir is not None:
+        try:  # before any work: a file in the way is bad input (ValueError), not a traceback after training
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise ValueError(f"out_dir must be a directory (or a path to create), got {str(run_dir)!r}: a file is in the way") from None
+    return run_dir
+
+
+def metrics_record(z: np.ndarray, z_test: np.ndarray | None, data, epoch: int, loss: float | None,
+                   nc_val: float) -> EpochRecord | None:
+    """The epoch record with metrics of training embeddings ``z`` [N, d] (float64), or None if not finite.
+
+    ``z_test`` [Nt, d] (float64) are the test embeddings (None for a model without inputs or without a
+    test split); the test NCC accuracy is None when they are not finite.
+    """
+    if not np.isfinite(z).all():
+        return None
+    metrics = nc_metrics(z, data.y_train).to_dict()
+    test_acc = None
+    if z_test is not None and np.isfinite(z_test).all():
+        test_acc = float(ncc_accuracy(z_test, data.y_test, class_means=class_means(z, data.y_train)))
+    mean_norm = float(np.linalg.norm(z, axis=1).mean())
+    gap = None if loss is None else loss - nc_val
+    return EpochRecord(epoch, loss, nc_val, gap, test_ncc_accuracy=test_acc, mean_norm=mean_norm, metrics=metrics)
+
+
+def write_run_outputs(run_dir: Path, result: Result) -> None:
+    """embeddings.npz then summary.json (last: its presence marks a finished run), by atomic rename."""
+    buf = io.BytesIO()
+    np.savez(buf, z=result.embeddings, labels=result.labels)
+    atomic_write_bytes(run_dir / "embeddings.npz", buf.getvalue())
+    result.summary_record().save(run_dir)
 
 
 def run_nc_value(config: Config) -> tuple[float, str]:
@@ -121,16 +174,9 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
     if not isinstance(config, Config):
         raise ValueError(f"config must be an ncgeom.experiments.Config, got {type(config).__name__}")
     check_run_memory(config)  # before any data or model is allocated (the budget in force: ncgeom.budget)
-    run_dir = None if out_dir is None else Path(out_dir)
-    if run_dir is not None:
-        try:  # before any work: a file in the way is bad input (ValueError), not a traceback after training
-            run_dir.mkdir(parents=True, exist_ok=True)
-        except (FileExistsError, NotADirectoryError):
-            raise ValueError(f"out_dir must be a directory (or a path to create), got {str(run_dir)!r}: a file is in the way") from None
+    run_dir = prepare_run_dir(out_dir)
     start = time.perf_counter()
-    seq = np.random.SeedSequence(config.seed).spawn(4)
-    data_rng, init_rng, batch_rng = (np.random.default_rng(s) for s in seq[:3])
-    generator = torch.Generator().manual_seed(int(seq[3].generate_state(1, np.uint64)[0] >> np.uint64(1)))
+    data_rng, init_rng, batch_rng, generator = seed_streams(config.seed)
     dtype = getattr(torch, config.dtype)
 
     data = make_data(config, rng=data_rng)
@@ -238,10 +284,7 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
         wall_time_s=time.perf_counter() - start,
     )
     if run_dir is not None:
-        buf = io.BytesIO()
-        np.savez(buf, z=z_final, labels=data.y_train)
-        atomic_write_bytes(run_dir / "embeddings.npz", buf.getvalue())
-        result.summary_record().save(run_dir)
+        write_run_outputs(run_dir, result)
     return result
 
 
@@ -260,16 +303,11 @@ def _evaluate(model, data, x_train, x_test, indexed, epoch, loss, nc_val) -> Epo
     z = _embed(model, x_train, indexed)
     if not np.isfinite(z).all():
         return None
-    metrics = nc_metrics(z, data.y_train).to_dict()
-    test_acc = None
+    z_test = None
     if not indexed and data.y_test.size:
         with torch.no_grad():
             z_test = model(x_test).to(torch.float64).numpy()
-        if np.isfinite(z_test).all():
-            test_acc = float(ncc_accuracy(z_test, data.y_test, class_means=class_means(z, data.y_train)))
-    mean_norm = float(np.linalg.norm(z, axis=1).mean())
-    gap = None if loss is None else loss - nc_val
-    return EpochRecord(epoch, loss, nc_val, gap, test_ncc_accuracy=test_acc, mean_norm=mean_norm, metrics=metrics)
+    return metrics_record(z, z_test, data, epoch, loss, nc_val)
 
 
 def _snapshot(model) -> dict:

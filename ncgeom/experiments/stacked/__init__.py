@@ -1,0 +1,22 @@
+"""The stacked engine: runs of equal shapes trained as one computation (a leading run axis [R, ...]).
+
+- :mod:`.engine`: :func:`run_stack` (configs -> one :class:`~ncgeom.experiments.Result` per run, the same
+  run directories as :func:`ncgeom.experiments.run`), :func:`stack_key`, :func:`can_stack`,
+  :func:`group_stacks`, :func:`stack_memory_bytes`;
+- :mod:`.models`: :class:`StackedEncoder` (unconstrained, linear, MLP parameters [R, ...]; imports torch);
+- :mod:`.adam`: :class:`StackedAdam` (torch.optim.Adam per run, per-run lr and weight decay; imports torch);
+- :mod:`.loss`: :func:`stacked_weighted` (the weighted estimator on [R, B, d]; imports torch).
+
+Importing this package does not import torch; :func:`run_stack` does.
+"""
+
+from ncgeom.experiments.stacked.engine import (
+    STACK_FIELDS,
+    can_stack,
+    group_stacks,
+    run_stack,
+    stack_key,
+    stack_memory_bytes,
+)
+
+__all__ = ["STACK_FIELDS", "stack_key", "can_stack", "group_stacks", "stack_memory_bytes", "run_stack"]

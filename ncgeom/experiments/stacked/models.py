@@ -1,0 +1,87 @@
+"""Encoders of R runs as one set of stacked parameters [R, ...] (the models of :mod:`ncgeom.models`).
+
+:meth:`StackedEncoder.from_models` stacks the parameters of R encoders built by
+:func:`ncgeom.models.build_model` (each from its own run's generators, so each slice is exactly that
+run's initialization), in the order of ``model.parameters()``:
+
+- unconstrained: W [R, N, d]; a batch of indices idx [R, B] gives z = normalize(W[r, idx[r]]);
+- linear: W [R, d, D], b [R, d]; z = normalize(x W^T + b) with one ``torch.baddbmm``;
+- mlp: (W_l [R, out, in], b_l [R, out]) per layer, ReLU between, one ``baddbmm`` per layer.
+
+:meth:`StackedEncoder.embed` evaluates one run on all its samples with the sequential model's own
+operations (``torch.nn.functional.linear`` on run r's slices), so the metrics of a run see exactly the
+embeddings its parameters give under the sequential engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch.nn import functional
+
+from ncgeom.geometry import normalize
+from ncgeom.vocabulary import ModelKind, Normalization
+
+__all__ = ["StackedEncoder"]
+
+
+class StackedEncoder:
+    """R encoders of one kind and shape, parameters stacked along a leading run axis (module docstring)."""
+
+    def __init__(self, kind: ModelKind, params: Sequence[torch.Tensor], *, norm: Normalization):
+        self.kind = kind
+        self.norm = norm
+        self.params = [p.detach().clone().requires_grad_(True) for p in params]
+
+    @classmethod
+    def from_models(cls, kind: ModelKind, models: Sequence[torch.nn.Module], *, norm: Normalization) -> StackedEncoder:
+        """Stack the parameters of R models of the same kind and shapes (slice r = model r's parameters)."""
+        per_model = [list(m.parameters()) for m in models]
+        stacked = [torch.stack([p.detach() for p in group]) for group in zip(*per_model, strict=True)]
+        return cls(kind, stacked, norm=norm)
+
+    @property
+    def takes_indices(self) -> bool:
+        return self.kind == "unconstrained"
+
+    @property
+    def num_runs(self) -> int:
+        return int(self.params[0].shape[0])
+
+    def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
+        """z [R, B, d] of a stacked batch: indices [R, B] (unconstrained) or inputs [R, B, D]."""
+        if self.kind == "unconstrained":
+            runs = torch.arange(self.num_runs, device=inputs.device)[:, None]
+            return normalize(self.params[0][runs, inputs], self.norm)
+        h = inputs
+        layers = list(zip(self.params[0::2], self.params[1::2], strict=True))
+        for i, (weight, bias) in enumerate(layers):
+            h = torch.baddbmm(bias[:, None, :], h, weight.mT)
+            if i < len(layers) - 1:
+                h = torch.relu(h)
+        return normalize(h, self.norm)
+
+    def embed(self, r: int, x: torch.Tensor | None = None) -> torch.Tensor:
+        """Run r's embeddings of all its samples (unconstrained, ``x`` None) or of inputs ``x`` [N, D]."""
+        with torch.no_grad():
+            if self.kind == "unconstrained":
+                return normalize(self.params[0][r], self.norm)
+            assert x is not None  # input models embed inputs (the engine passes them)
+            h = x
+            layers = list(zip(self.params[0::2], self.params[1::2], strict=True))
+            for i, (weight, bias) in enumerate(layers):
+                h = functional.linear(h, weight[r], bias[r])
+                if i < len(layers) - 1:
+                    h = torch.relu(h)
+            return normalize(h, self.norm)
+
+    def snapshot(self) -> list[torch.Tensor]:
+        """A copy of every stacked parameter."""
+        return [p.detach().clone() for p in self.params]
+
+    @torch.no_grad()
+    def restore(self, r: int, state: Sequence[torch.Tensor]) -> None:
+        """Set run r's slices to those of ``state`` (a :meth:`snapshot`)."""
+        for p, saved in zip(self.params, state, strict=True):
+            p[r] = saved[r]
