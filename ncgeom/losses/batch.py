@@ -345,7 +345,8 @@ def _compute(z, labels, setting, beta, tau, num_negatives, estimator, psi, detac
     negatives = None
     if estimator == "sampled":
         rows = size if backend == "dense" else (block_size or default_block_size(size))
-        values, negatives = sampled_values(z, labels, spec, structure, psi, generator=generator, block_size=rows)
+        values, negatives = sampled_values(z, labels, spec, structure, psi, generator=generator, block_size=rows,
+                                           return_negatives=want_indices)  # no O(P k) index tensor unless asked
     elif backend == "dense":
         values = dense_weighted_values(z, labels, spec, structure)
     else:  # blocked, per-pair values for batch_loss_pairs
