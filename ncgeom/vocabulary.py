@@ -45,6 +45,9 @@ __all__ = [
     "POSITIVES",
     "Scale",
     "SCALES",
+    "Engine",
+    "ENGINES",
+    "DEFAULT_ENGINE",
     "Verdict",
     "VERDICTS",
 ]
@@ -121,6 +124,16 @@ POSITIVES: tuple[PositivesKind, ...] = ("label", "noise")
 # default, minutes on two cores), ``full`` (the paper-scale settings, CPU-hours).
 Scale = Literal["tiny", "quick", "full"]
 SCALES: tuple[Scale, ...] = ("tiny", "quick", "full")
+
+
+# How a sweep trains its runs (docs/experiments.md, "Engines"): stacks of runs of equal shapes as one
+# computation (ncgeom.experiments.stacked) or one run after another (ncgeom.experiments.train.run). The
+# default stays "sequential" while a float32 run of the batched engine can differ in its last bits with the
+# runs that share its stack (float64 is bitwise independent of them): resume and re-splitting must give
+# the same numbers as an uninterrupted sweep.
+Engine = Literal["batched", "sequential"]
+ENGINES: tuple[Engine, ...] = ("batched", "sequential")
+DEFAULT_ENGINE: Engine = "sequential"
 
 
 # --- claims (docs/theory.md, section 9) -----------------------------------------------------------

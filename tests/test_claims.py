@@ -10,6 +10,7 @@ import pytest
 
 import ncgeom.experiments.claims as claims
 import ncgeom.experiments.evaluations as evaluations
+from ncgeom.atomic_io import read_json
 from ncgeom.experiments import Config, EpochRecord, RunSummary, evaluate_claim, expand
 from ncgeom.experiments.claims import CLAIMS, ClaimRecord, ClaimResult, claim_spec, run_claims
 from ncgeom.vocabulary import Verdict
@@ -184,3 +185,11 @@ def test_run_claims_writes_claim_files_and_resumes(tmp_path, capsys):
     assert ClaimResult.path(tmp_path, "8").stat().st_mtime_ns == stamp
     with pytest.raises(ValueError, match="claim_id"):
         run_claims(tmp_path, claim_ids=["9"])
+
+
+@pytest.mark.parametrize("engine", ["batched", "sequential"])
+def test_run_claims_passes_the_engine_to_each_sweep(tmp_path, engine):
+    [result] = run_claims(tmp_path, claim_ids=["8"], scale="tiny", engine=engine, progress=False)
+    assert result.complete and result.runs == 2
+    sweep_json = read_json(tmp_path / "sweeps" / claim_spec("8").name / "sweep.json")
+    assert sweep_json["engine"] == engine

@@ -104,6 +104,7 @@ def test_other_scale_in_same_directory_is_refused(tiny_run, capsys):
         (["--workers", "-3"], "--workers must be an integer >= 1"),
         (["--stages", "verify,paint"], "--stages must be a comma-separated subset"),
         (["--redo", "nope"], "--redo must be a comma-separated subset"),
+        (["--engine", "stacked"], "--engine must be one of"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(argv, fragment, tmp_path, capsys):

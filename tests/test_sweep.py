@@ -139,19 +139,40 @@ def test_failed_run_is_recorded_and_retried(spec_file, tmp_path, monkeypatch):
         return real(config_dict, run_dir)
 
     monkeypatch.setattr(sweep, "_execute", flaky)
-    res = run_sweep(spec_file, tmp_path / "f", scale="quick")
+    res = run_sweep(spec_file, tmp_path / "f", scale="quick", engine="sequential")
     assert [r.status for r in res.runs] == ["completed", "failed", "completed"]
     assert "boom" in res.failed[0].error
     monkeypatch.setattr(sweep, "_execute", real)
-    again = run_sweep(spec_file, tmp_path / "f", scale="quick")
+    again = run_sweep(spec_file, tmp_path / "f", scale="quick", engine="sequential")
     assert [r.status for r in again.runs] == ["completed"] * 3 and [r.skipped for r in again.runs] == [True, False, True]
 
 
+def test_failed_stack_fails_all_its_runs_and_is_retried(spec_file, tmp_path, monkeypatch):
+    real = sweep._execute_stack
+
+    def flaky(config_dicts, run_dirs):
+        if any(c["beta"] == 1.0 for c in config_dicts):
+            raise RuntimeError("boom")
+        return real(config_dicts, run_dirs)
+
+    monkeypatch.setattr(sweep, "_execute_stack", flaky)
+    # a two-thread executor: the 3 runs (one stack key) go as two stacks, [scl] and [hscl beta 1, hscl beta 5]
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        res = run_sweep(spec_file, tmp_path / "f", scale="quick", executor=ex, engine="batched")
+    assert [r.status for r in res.runs] == ["completed", "failed", "failed"]
+    assert all("boom" in r.error for r in res.failed) and not (tmp_path / "f" / res.runs[2].name / "summary.json").exists()
+    monkeypatch.setattr(sweep, "_execute_stack", real)
+    again = run_sweep(spec_file, tmp_path / "f", scale="quick", engine="batched")
+    assert [r.status for r in again.runs] == ["completed"] * 3 and [r.skipped for r in again.runs] == [True, False, False]
+
+
 def test_process_pool_matches_serial_bitwise(spec_file, tmp_path):
-    # fork start method: the workers inherit the imports, so the test stays fast
-    serial = run_sweep(spec_file, tmp_path / "s", scale="quick")
+    # fork start method: the workers inherit the imports, so the test stays fast. The sequential engine: a
+    # float32 stacked run is equal only to rounding across stack compositions (tests/test_sweep_engines.py
+    # checks the batched engine across worker counts in float64, where it is bitwise)
+    serial = run_sweep(spec_file, tmp_path / "s", scale="quick", engine="sequential")
     with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("fork")) as ex:
-        pooled = run_sweep(spec_file, tmp_path / "p", scale="quick", executor=ex)
+        pooled = run_sweep(spec_file, tmp_path / "p", scale="quick", executor=ex, engine="sequential")
     for a, b in zip(serial.runs, pooled.runs):
         assert a.name == b.name
         assert a.summary.final.metrics == b.summary.final.metrics and a.summary.final.loss == b.summary.final.loss
@@ -159,8 +180,8 @@ def test_process_pool_matches_serial_bitwise(spec_file, tmp_path):
 
 @pytest.mark.slow
 def test_default_spawn_process_pool(spec_file, tmp_path):
-    serial = run_sweep(spec_file, tmp_path / "s", scale="quick")
-    pooled = run_sweep(spec_file, tmp_path / "p", scale="quick", workers=2)
+    serial = run_sweep(spec_file, tmp_path / "s", scale="quick", engine="sequential")
+    pooled = run_sweep(spec_file, tmp_path / "p", scale="quick", workers=2, engine="sequential")
     assert [a.summary.final.metrics for a in serial.runs] == [b.summary.final.metrics for b in pooled.runs]
 
 

@@ -1,6 +1,6 @@
 """``ncgeom reproduce``: verification, claim sweeps, theory data, figures and report.md in one command.
 
-    ncgeom reproduce [--quick | --full] --out DIR [--workers N]
+    ncgeom reproduce [--quick | --full] --out DIR [--workers N] [--engine batched|sequential]
 
 Resumable: rerunning with the same ``--out`` skips what is finished (see
 :mod:`ncgeom.reproduce.pipeline`); the claims stage shows a progress bar of training runs (stderr).
@@ -16,14 +16,15 @@ import argparse
 import os
 import sys
 
-from ncgeom.cli.sweep import add_wait_options, note_takeover, wait_seconds
+from ncgeom.cli.sweep import add_engine_option, add_wait_options, note_takeover, wait_seconds
 from ncgeom.experiments.claims import claim_run_counts
 from ncgeom.interrupts import Interrupted, raise_on_signals
 from ncgeom.locking import folder_lock, prepare_folder
 from ncgeom.reproduce.pipeline import reproduce
 from ncgeom.reproduce.stages import STAGES
 from ncgeom.threads import limit_cpu_threads
-from ncgeom.validate import require_int
+from ncgeom.validate import require_choice, require_int
+from ncgeom.vocabulary import ENGINES
 
 __all__ = ["register", "handler"]
 
@@ -49,6 +50,7 @@ def register(subparsers) -> None:
         "--workers", type=int, default=None, metavar="N",
         help="parallel training runs in the sweeps, one process each (default: the CPU count, at most 4)",
     )
+    add_engine_option(parser)
     parser.add_argument(
         "--stages",
         default=None,
@@ -71,6 +73,7 @@ def handler(args: argparse.Namespace) -> int:
     workers = min(os.cpu_count() or 1, 4) if args.workers is None else require_int("--workers", args.workers, min_value=1)
     stages = None if args.stages is None else _stage_list("--stages", args.stages, STAGES[:-1])
     redo = _stage_list("--redo", args.redo, STAGES[:-1])
+    require_choice("--engine", args.engine, ENGINES)
     wait = wait_seconds(args)
     if workers == 1:
         limit_cpu_threads(1)  # the runs go in this process: one thread, as in a worker (ncgeom.threads)
@@ -78,8 +81,8 @@ def handler(args: argparse.Namespace) -> int:
         try:
             with folder_lock(prepare_folder(args.out, what="--out"), wait=wait) as lock:
                 note_takeover("ncgeom reproduce", lock)
-                result = reproduce(args.out, scale=args.scale, workers=workers, stages=stages, redo=redo,
-                                   progress=not args.quiet, wait=wait)
+                result = reproduce(args.out, scale=args.scale, workers=workers, engine=args.engine, stages=stages,
+                                   redo=redo, progress=not args.quiet, wait=wait)
         except Interrupted as stop:
             done, total = claim_run_counts(args.out, scale=args.scale)
             print(f"ncgeom reproduce: interrupted by {stop.name}: {done} of {total} runs finished; "

@@ -4,7 +4,9 @@ Runs every config of the spec (base <- [tiny]/[quick]/[full] overrides <- grid) 
 skipping finished runs, then writes DIR/summary.csv. NAME is a spec shipped with ncgeom (``--list``
 shows them: one per claim of docs/theory.md, section 9); a path to a TOML file works too.
 ``--workers N`` processes (default 1: in this process); ``--scheduler ADDRESS`` sends the runs to a Dask
-distributed cluster instead (optional extra ncgeom[distributed]). For a shipped claim spec, the
+distributed cluster instead (optional extra ncgeom[distributed]). ``--engine batched`` (the default)
+trains runs of equal shapes as stacks, one stack per task (ncgeom.experiments.stacked); ``--engine
+sequential`` one run per task. For a shipped claim spec, the
 claim's verdicts are printed and written to DIR/claim.json.
 
 One writer per DIR: a second ``ncgeom sweep`` (or ``ncgeom reproduce``) into the same folder is refused
@@ -31,9 +33,9 @@ from ncgeom.interrupts import Interrupted, raise_on_signals
 from ncgeom.locking import FolderLock, folder_lock, prepare_folder
 from ncgeom.threads import limit_cpu_threads
 from ncgeom.validate import require_choice, require_int
-from ncgeom.vocabulary import SCALES
+from ncgeom.vocabulary import DEFAULT_ENGINE, ENGINES, SCALES
 
-__all__ = ["register", "add_wait_options", "wait_seconds", "note_takeover"]
+__all__ = ["register", "add_wait_options", "add_engine_option", "wait_seconds", "note_takeover"]
 
 
 def register(subparsers) -> None:
@@ -45,6 +47,7 @@ def register(subparsers) -> None:
     parser.add_argument("--scale", default="quick", help=f"{', '.join(SCALES)} [quick]")
     parser.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes [1]")
     parser.add_argument("--scheduler", metavar="ADDRESS", default=None, help="Dask scheduler address (tcp://host:port)")
+    add_engine_option(parser)
     parser.add_argument("--json", action="store_true", help="print the run list (and verdicts) as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_wait_options(parser)
@@ -57,6 +60,13 @@ def add_wait_options(parser: argparse.ArgumentParser) -> None:
                         help="if another ncgeom process is writing DIR, wait for it to finish (default: refuse, exit 2)")
     parser.add_argument("--wait-timeout", type=float, default=None, metavar="SECONDS",
                         help="wait at most SECONDS for DIR (implies --wait; then refuse, exit 2)")
+
+
+def add_engine_option(parser: argparse.ArgumentParser) -> None:
+    """``--engine batched|sequential``: how the runs are trained (ncgeom.experiments.sweep.ENGINES)."""
+    parser.add_argument("--engine", default=DEFAULT_ENGINE, metavar="NAME",
+                        help=f"{' or '.join(ENGINES)}: runs of equal shapes trained as stacks, one stack per "
+                             f"worker task, or one run per task [{DEFAULT_ENGINE}]")
 
 
 def wait_seconds(args: argparse.Namespace) -> float:
@@ -86,6 +96,7 @@ def _handler(args: argparse.Namespace) -> int:
         raise ValueError("give a spec (a shipped name or a TOML file) and --out DIR, or --list")
     require_choice("scale", args.scale, SCALES)
     require_int("workers", args.workers, min_value=1)
+    require_choice("--engine", args.engine, ENGINES)
     wait = wait_seconds(args)
     spec = load_spec(args.spec)  # every config validated before anything runs
     progress = not args.quiet and sys.stderr.isatty()
@@ -97,7 +108,8 @@ def _handler(args: argparse.Namespace) -> int:
             with folder_lock(prepare_folder(args.out, what="--out"), wait=wait) as lock:
                 note_takeover("ncgeom sweep", lock)
                 with make_executor(args.workers, scheduler=args.scheduler) as ex:
-                    result = run_sweep(spec, args.out, scale=args.scale, executor=ex, progress=progress)
+                    result = run_sweep(spec, args.out, scale=args.scale, workers=args.workers, executor=ex,
+                                       engine=args.engine, progress=progress)
                 return _report(args, spec, result)
         except Interrupted as stop:
             done, total = count_finished(spec, args.out, scale=args.scale)

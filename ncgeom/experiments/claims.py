@@ -26,7 +26,7 @@ from ncgeom.experiments.spec import SweepSpec, expand, load_spec
 from ncgeom.experiments.sweep import RunRecord, SweepResult, count_finished, make_executor, run_sweep
 from ncgeom.locking import folder_lock
 from ncgeom.validate import require_choice
-from ncgeom.vocabulary import SCALES, Verdict
+from ncgeom.vocabulary import DEFAULT_ENGINE, SCALES, Engine, Verdict
 
 __all__ = [
     "Claim", "CLAIMS", "ClaimRecord", "ClaimResult", "claim_spec", "evaluate_claim", "load_summaries",
@@ -150,6 +150,7 @@ def run_claims(
     workers: int = 1,
     scheduler=None,
     executor: Executor | None = None,
+    engine: Engine = DEFAULT_ENGINE,
     force: bool = False,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
@@ -161,8 +162,10 @@ def run_claims(
     interrupted call resumes) and its :class:`ClaimResult` into ``out_dir/claims/<id>.json``. A claim
     whose file is complete is skipped unless ``force``. All runs of all claims share one executor
     (``executor``, or :func:`~ncgeom.experiments.sweep.make_executor` of ``workers`` / ``scheduler``),
-    each claim's sweep fed from its own thread, so the workers stay busy across claims. ``progress``
-    shows one tqdm bar on stderr over all runs (runs done / total, with an ETA).
+    each claim's sweep fed from its own thread, so the workers stay busy across claims. ``engine``
+    (batched or sequential) is each sweep's (:func:`~ncgeom.experiments.sweep.run_sweep`): batched, a
+    claim's runs go to the workers as stacks. ``progress`` shows one tqdm bar on stderr over all runs
+    (runs done / total, with an ETA; a stack of R runs advances it by R when it ends).
 
     ``out_dir`` is locked for the whole call (:mod:`ncgeom.locking`; re-entrant, so a reproduction that
     holds it can call this), and each sweep folder by its own sweep; ``wait`` seconds are spent waiting
@@ -176,11 +179,13 @@ def run_claims(
     scale = require_choice("scale", scale, SCALES)
     log = log or (lambda msg: None)
     with folder_lock(out_dir, wait=wait) as lock:
-        return _run_claims_locked(lock.folder, ids, scale, workers, scheduler, executor, force, progress, log, wait)
+        return _run_claims_locked(lock.folder, ids, scale, workers, scheduler, executor, engine, force, progress,
+                                  log, wait)
 
 
 def _run_claims_locked(out: Path, ids: list[str], scale: str, workers: int, scheduler, executor: Executor | None,
-                       force: bool, progress: bool, log: Callable[[str], None], wait: float) -> tuple[ClaimResult, ...]:
+                       engine: Engine, force: bool, progress: bool, log: Callable[[str], None],
+                       wait: float) -> tuple[ClaimResult, ...]:
     done: dict[str, ClaimResult] = {}
     for cid in ids:
         previous = None if force else ClaimResult.load(out, cid)
@@ -199,7 +204,8 @@ def _run_claims_locked(out: Path, ids: list[str], scale: str, workers: int, sche
     def sweep(cid: str, ex: Executor | None) -> ClaimResult:
         spec = specs[cid]
         try:
-            result = run_sweep(spec, out / "sweeps" / spec.name, scale=scale, executor=ex, on_run=on_run, wait=wait)
+            result = run_sweep(spec, out / "sweeps" / spec.name, scale=scale, workers=workers, executor=ex,
+                               engine=engine, on_run=on_run, wait=wait)
         except Exception as exc:  # recorded in the claim file; the other claims still run
             return ClaimResult(cid, CLAIMS[cid].statement, spec.name, scale, 0, (), f"{type(exc).__name__}: {exc}", ())
         for r in result.invalid:

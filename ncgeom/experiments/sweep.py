@@ -1,7 +1,14 @@
 """Sweeps: every config of a spec run in parallel, resumably, summarized as CSV; the one executor builder.
 
-Every run writes its own directory ``OUT/<run name>`` (:mod:`ncgeom.experiments.records`). summary.json is
-written last and atomically, so killing a sweep loses no finished run. On resume a run whose summary.json
+Two engines (``engine``): ``batched`` (the default) cuts the runs to do into stacks of equal shapes
+(:func:`plan_units`: grouped by :func:`~ncgeom.experiments.stacked.stack_key`, cut by the memory budget
+of a worker and so that every worker gets work) and trains each stack as one task with
+:func:`~ncgeom.experiments.stacked.run_stack`; ``sequential`` trains one run per task with
+:func:`~ncgeom.experiments.train.run`. A task is the unit handed to the executor; a stack that raises
+fails all its runs. Every run writes its own directory ``OUT/<run name>`` (:mod:`ncgeom.experiments.records`),
+a stacked run too. summary.json is written last and atomically, so killing a sweep loses no finished run
+(the runs of a stack end together and write their summaries one after another at the stack's end: a
+stack killed before then reruns whole). On resume a run whose summary.json
 exists is skipped only if its files are whole (:func:`ncgeom.experiments.integrity.check_run`: every
 record parses, the counts match the summary, the embeddings have the expected shapes); a damaged one
 is rerun, and its record says why (:attr:`RunRecord.invalid`). At the end ``OUT/summary.csv`` (one row
@@ -39,17 +46,22 @@ from pathlib import Path
 from typing import Literal
 
 from ncgeom.atomic_io import atomic_write_json, atomic_write_text
-from ncgeom.budget import check_run_memory
+from ncgeom.budget import check_run_memory, memory_budget, run_memory_estimate
 from ncgeom.experiments.config import Config
 from ncgeom.experiments.integrity import check_run, is_finished
 from ncgeom.experiments.records import SUMMARY_FILE, RunSummary
 from ncgeom.experiments.spec import SweepSpec, expand, load_spec, run_name
+from ncgeom.experiments.stacked import group_stacks, run_stack, stack_memory_bytes
 from ncgeom.experiments.train import run
 from ncgeom.locking import folder_lock, prepare_folder
 from ncgeom.threads import limit_cpu_threads
-from ncgeom.validate import require_int
+from ncgeom.validate import require_choice, require_int
+from ncgeom.vocabulary import DEFAULT_ENGINE, ENGINES, Engine
 
 __all__ = [
+    "ENGINES",
+    "Engine",
+    "plan_units",
     "SweepStatus",
     "RunRecord",
     "SweepResult",
@@ -64,6 +76,7 @@ __all__ = [
 ]
 
 SweepStatus = Literal["completed", "diverged", "failed"]
+Unit = list[tuple[str, Config]]  # one task: (run name, config) pairs, trained together
 TABLE_COLUMNS: tuple[str, ...] = (
     "status", "nc_value", "loss", "gap", "rel_gap", "etf_distance", "within_class", "nc1", "unit_norm",
     "zero_sum", "equal_inner_product", "rankme", "spectrum_min", "ncc_accuracy", "test_ncc_accuracy",
@@ -117,6 +130,45 @@ class SweepResult:
 def _execute(config_dict: dict, run_dir: str) -> dict:
     """Worker: run one config into its directory; return its summary.json object (picklable)."""
     return run(Config(**config_dict), out_dir=run_dir).summary()
+
+
+def _execute_stack(config_dicts: list[dict], run_dirs: list[str]) -> list[dict]:
+    """Worker: train the configs as one stack (:func:`~ncgeom.experiments.stacked.run_stack`) into their
+    directories; return their summary.json objects, in order (picklable)."""
+    results = run_stack([Config(**c) for c in config_dicts], out_dirs=run_dirs)
+    return [r.summary() for r in results]
+
+
+def plan_units(configs: list[Config], *, engine: Engine = DEFAULT_ENGINE, workers: int = 1,
+               budget: int | None = None) -> list[list[int]]:
+    """The units of work of a sweep: lists of indices into ``configs``, each trained as one task.
+
+    ``sequential``: one run per unit. ``batched``: the runs are grouped by
+    :func:`~ncgeom.experiments.stacked.stack_key` (first-seen order) and each group is cut into
+    ceil(n / m) units of nearly equal size (they differ by at most one run), where m is the smaller of
+
+    - ``budget / workers // per_run`` (at least 1): what one worker's share of the memory budget holds,
+      with per_run = the largest :func:`~ncgeom.budget.run_memory_estimate` of the group plus its share
+      :func:`~ncgeom.experiments.stacked.stack_memory_bytes` of one run (linear in the stack size);
+    - ceil(len(configs) / workers): so that every worker gets work.
+
+    ``budget``: bytes (default :func:`ncgeom.budget.memory_budget`). Sizing a stack imports torch.
+    """
+    engine = require_choice("engine", engine, ENGINES)
+    workers = require_int("workers", workers, min_value=1)
+    if engine == "sequential":
+        return [[i] for i in range(len(configs))]
+    share = (memory_budget() if budget is None else budget) // workers
+    spread = -(-len(configs) // workers)
+    units = []
+    for group in group_stacks(configs):
+        per_run = max(sum(part[2] for part in run_memory_estimate(configs[i])) for i in group)
+        per_run += stack_memory_bytes([configs[group[0]]])
+        size = max(1, min(share // max(per_run, 1), spread))
+        count = -(-len(group) // size)
+        bounds = [len(group) * k // count for k in range(count + 1)]
+        units += [group[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+    return units
 
 
 _WATCHDOG_S = 0.5  # how often a worker checks that its parent is alive
@@ -241,6 +293,7 @@ def run_sweep(
     scale: str = "quick",
     workers: int = 1,
     executor: Executor | None = None,
+    engine: Engine = DEFAULT_ENGINE,
     progress: bool = False,
     on_run: Callable[[RunRecord], None] | None = None,
     wait: float = 0.0,
@@ -255,12 +308,19 @@ def run_sweep(
         (:func:`ncgeom.locking.folder_lock`).
     scale : {"tiny", "quick", "full"}
     workers : int
-        Without ``executor``: processes of a :func:`process_pool` (1: serially, in this process).
+        Without ``executor``: processes of a :func:`process_pool` (1: serially, in this process). With
+        ``executor``: only the count of its workers that sizes the stacks (:func:`plan_units`), raised
+        to the executor's own width where it has one (a process or thread pool, a Dask executor).
     executor : concurrent.futures.Executor, optional
         Any executor whose ``submit`` returns a Future (a process pool, ``Client.get_executor()`` of
-        Dask); ``workers`` is then ignored and the caller shuts it down.
+        Dask); the caller shuts it down.
+    engine : {"batched", "sequential"}
+        ``batched``: the runs to do are cut into stacks (:func:`plan_units`), each trained as one task
+        by :func:`~ncgeom.experiments.stacked.run_stack` (a stack of one run too: a run is always trained by
+        the same engine, whatever chunk it falls in; bitwise the same in any stack in float64, to rounding
+        in float32). ``sequential``: one :func:`~ncgeom.experiments.run` per task.
     progress : bool
-        A tqdm bar over this sweep's runs (stderr).
+        A tqdm bar over this sweep's runs (stderr); a stack of R runs advances it by R when it ends.
     on_run : callable, optional
         Called with each RunRecord as it is known (finished earlier, finished now, or failed).
     wait : float
@@ -270,7 +330,8 @@ def run_sweep(
     -------
     SweepResult
         Failed runs (exceptions) are recorded with status "failed" and no summary; rerunning the
-        sweep retries them. Runs found damaged are rerun and carry the reason in ``invalid``.
+        sweep retries them (a stack that raises fails all its runs). Runs found damaged are rerun and
+        carry the reason in ``invalid``.
 
     Raises
     ------
@@ -282,6 +343,7 @@ def run_sweep(
     if not isinstance(spec, SweepSpec):
         spec = load_spec(spec)
     workers = require_int("workers", workers, min_value=1)
+    engine = require_choice("engine", engine, ENGINES)
     configs = expand(spec, scale=scale)
     for cfg in dict.fromkeys(configs):  # every run must fit the memory budget, checked before the first starts
         check_run_memory(cfg)
@@ -289,10 +351,11 @@ def run_sweep(
     out = prepare_folder(out_dir)
     names = [run_name(c, keys) for c in configs]
     with folder_lock(out, wait=wait):
-        return _run_locked(spec, scale, out, names, configs, keys, workers, executor, progress, on_run)
+        return _run_locked(spec, scale, out, names, configs, keys, workers, executor, engine, progress, on_run)
 
 
-def _run_locked(spec, scale, out: Path, names, configs, keys, workers, executor, progress, on_run) -> SweepResult:
+def _run_locked(spec, scale, out: Path, names, configs, keys, workers, executor, engine, progress,
+                on_run) -> SweepResult:
     records: dict[str, RunRecord] = {}
     bar = None
     if progress:
@@ -322,19 +385,23 @@ def _run_locked(spec, scale, out: Path, names, configs, keys, workers, executor,
         _clear_for_rerun(run_dir)
         todo.append((name, cfg))
     try:
-        if todo and executor is None and workers > 1:
-            pool = process_pool(min(workers, len(todo)))
+        width = workers if executor is None else max(workers, _executor_width(executor))
+        units = [[todo[i] for i in unit] for unit in plan_units([c for _, c in todo], engine=engine, workers=width)]
+        if units and executor is None and workers > 1:
+            pool = process_pool(min(workers, len(units)))
             try:
-                _submit_all(pool, todo, out, record, invalid)
+                _submit_all(pool, units, out, engine, record, invalid)
             except BaseException:  # an error or a stop signal: stop the workers, do not wait for them
                 terminate_pool(pool)
                 raise
             pool.shutdown(wait=True)
-        elif todo and executor is not None:
-            _submit_all(executor, todo, out, record, invalid)
+        elif units and executor is not None:
+            _submit_all(executor, units, out, engine, record, invalid)
         else:
-            for name, cfg in todo:
-                record(_collect(name, cfg, partial(_execute, cfg.to_dict(), str(out / name)), invalid.get(name)))
+            for unit in units:
+                fn, args = _task(unit, out, engine)
+                for rec in _collect(unit, partial(fn, *args), engine, invalid):
+                    record(rec)
     finally:
         if bar is not None:
             bar.close()
@@ -342,7 +409,7 @@ def _run_locked(spec, scale, out: Path, names, configs, keys, workers, executor,
         table = atomic_write_text(out / "summary.csv", summary_table(runs, keys))
         atomic_write_json(out / "sweep.json", {
             "name": spec.name, "claim": spec.claim, "description": spec.description, "scale": scale,
-            "spec_path": spec.path, "grid_keys": list(keys),
+            "spec_path": spec.path, "grid_keys": list(keys), "engine": engine,
             "runs": [{"name": r.name, "status": r.status, "error": r.error, "invalid": r.invalid} for r in runs],
         })
     return SweepResult(spec, scale, str(out), runs, str(table))
@@ -369,21 +436,47 @@ def count_finished(spec: SweepSpec | str | Path, out_dir: str | Path, *, scale: 
     return done, len(configs)
 
 
-def _submit_all(ex: Executor, todo, out: Path, record, invalid: dict[str, str]) -> None:
-    futures: dict[Future, tuple[str, Config]] = {
-        ex.submit(_execute, cfg.to_dict(), str(out / name)): (name, cfg) for name, cfg in todo
-    }
+def _executor_width(executor: Executor) -> int:
+    """The number of tasks ``executor`` runs at once, where it says so (1 where it does not)."""
+    width = getattr(executor, "_max_workers", None)  # ProcessPoolExecutor, ThreadPoolExecutor
+    if isinstance(width, int):
+        return width
+    client = getattr(executor, "_client", None)  # dask.distributed's ClientExecutor
+    if client is not None:
+        with contextlib.suppress(Exception):  # a cluster that does not answer: size for one worker
+            return max(1, sum(client.nthreads().values()))
+    return 1
+
+
+def _task(unit: Unit, out: Path, engine: str) -> tuple[Callable, tuple]:
+    """The worker function and its (picklable) arguments for one unit of work."""
+    if engine == "sequential":
+        [(name, cfg)] = unit
+        return _execute, (cfg.to_dict(), str(out / name))
+    return _execute_stack, ([cfg.to_dict() for _, cfg in unit], [str(out / name) for name, _ in unit])
+
+
+def _submit_all(ex: Executor, units: list[Unit], out: Path, engine: str, record, invalid: dict[str, str]) -> None:
+    futures: dict[Future, Unit] = {}
+    for unit in units:
+        fn, args = _task(unit, out, engine)
+        futures[ex.submit(fn, *args)] = unit
     for fut in as_completed(futures):
-        name, cfg = futures[fut]
-        record(_collect(name, cfg, fut.result, invalid.get(name)))
+        for rec in _collect(futures[fut], fut.result, engine, invalid):
+            record(rec)
 
 
-def _collect(name: str, cfg: Config, get, invalid: str | None) -> RunRecord:
+def _collect(unit: Unit, get, engine: str, invalid: dict[str, str]) -> list[RunRecord]:
+    """One RunRecord per run of ``unit`` from its task's result (``get()``); all failed if the task raised."""
     try:
-        summary = RunSummary.from_dict(get())
-    except Exception as exc:  # a failed run must not stop the sweep; it is retried on resume
-        return RunRecord(name, cfg, "failed", None, error=f"{type(exc).__name__}: {exc}", invalid=invalid)
-    return RunRecord(name, cfg, summary.status, summary, invalid=invalid)
+        got = get()
+        summaries = [RunSummary.from_dict(d) for d in ([got] if engine == "sequential" else got)]
+        if len(summaries) != len(unit):
+            raise RuntimeError(f"a stack of {len(unit)} runs returned {len(summaries)} summaries")
+    except Exception as exc:  # a failed run or stack must not stop the sweep; its runs are retried on resume
+        error = f"{type(exc).__name__}: {exc}"
+        return [RunRecord(name, cfg, "failed", None, error=error, invalid=invalid.get(name)) for name, cfg in unit]
+    return [RunRecord(name, cfg, s.status, s, invalid=invalid.get(name)) for (name, cfg), s in zip(unit, summaries)]
 
 
 def summary_table(runs, keys) -> str:

@@ -7,7 +7,8 @@ Stages, in order (each writes only under the output directory ``out``):
 2. ``theory``: the data of the theory figures (:mod:`ncgeom.reproduce.theory_data`) ->
    ``out/theory/<name>.json`` (nc values vs beta, Harris gaps, certificates, HUCL exploration).
 3. ``claims``: :func:`ncgeom.experiments.claims.run_claims`: each claim's sweep (run directories
-   under ``out/sweeps/``, a tqdm bar of runs done / total with an ETA) and its verdicts ->
+   under ``out/sweeps/``, trained by ``engine``: stacks or one run at a time; a tqdm bar of runs
+   done / total with an ETA) and its verdicts ->
    ``out/claims/<id>.json``.
 4. ``figures``: :func:`ncgeom.figures.render_all`, every registered figure from the saved results
    -> ``out/figures/<name>.png|pdf``.
@@ -45,7 +46,8 @@ from ncgeom.reproduce.report import write_report
 from ncgeom.reproduce.scales import ScaleParameters, scale_parameters
 from ncgeom.reproduce.stages import STAGES, StageOutcome, StageRecord, StageStatus
 from ncgeom.reproduce.theory_data import compute_all
-from ncgeom.validate import require_int
+from ncgeom.validate import require_choice, require_int
+from ncgeom.vocabulary import DEFAULT_ENGINE, ENGINES, Engine
 from proofs_check.report import run_all
 
 __all__ = ["ReproduceResult", "Context", "reproduce"]
@@ -75,6 +77,7 @@ class Context:
     scale: ScaleParameters
     workers: int
     log: Callable[[str], None]
+    engine: Engine = DEFAULT_ENGINE
     progress: bool = True
     redo: frozenset = frozenset()
     wait: float = 0.0
@@ -98,6 +101,7 @@ def reproduce(
     *,
     scale: str = "quick",
     workers: int = 1,
+    engine: Engine = DEFAULT_ENGINE,
     stages: tuple[str, ...] | None = None,
     redo: tuple[str, ...] = (),
     progress: bool = True,
@@ -114,6 +118,9 @@ def reproduce(
         Amount of computation (ncgeom.vocabulary.SCALES; :mod:`ncgeom.reproduce.scales`); ``tiny`` is for tests.
     workers : int
         Parallel training runs in the claim sweeps (>= 1; :func:`ncgeom.experiments.sweep.make_executor`).
+    engine : {"batched", "sequential"}
+        How the claim sweeps train their runs (:func:`ncgeom.experiments.sweep.run_sweep`): stacks of runs
+        of equal shapes, one stack per task, or one run per task.
     stages : tuple of str, optional
         Run only these stages (default: all of STAGES); the report is always rewritten.
     redo : tuple of str
@@ -129,6 +136,7 @@ def reproduce(
     """
     params = scale_parameters(scale)
     workers = require_int("workers", workers, min_value=1)
+    engine = require_choice("engine", engine, ENGINES)
     for arg, names in (("stages", stages or ()), ("redo", redo)):
         for name in names:
             if name not in STAGES:
@@ -136,8 +144,8 @@ def reproduce(
     out = prepare_folder(out, what="--out")
     with folder_lock(out, wait=wait):
         _check_manifest(out, params)
-        ctx = Context(out=out, scale=params, workers=workers, progress=progress, redo=frozenset(redo), wait=wait,
-                      log=log or (lambda msg: print(msg, file=sys.stderr, flush=True)))
+        ctx = Context(out=out, scale=params, workers=workers, engine=engine, progress=progress, redo=frozenset(redo),
+                      wait=wait, log=log or (lambda msg: print(msg, file=sys.stderr, flush=True)))
         t_start = time.perf_counter()
         outcomes = [_run_stage(ctx, stage) for stage in STAGES[:-1] if stages is None or stage in stages]
         outcomes.append(_run_stage(ctx, "report", force=True))
@@ -196,8 +204,8 @@ def _stage_theory(ctx: Context) -> dict:
 
 
 def _stage_claims(ctx: Context) -> dict:
-    results = run_claims(ctx.out, scale=ctx.scale.name, workers=ctx.workers, force="claims" in ctx.redo,
-                         progress=ctx.progress, log=ctx.log, wait=ctx.wait)
+    results = run_claims(ctx.out, scale=ctx.scale.name, workers=ctx.workers, engine=ctx.engine,
+                         force="claims" in ctx.redo, progress=ctx.progress, log=ctx.log, wait=ctx.wait)
     failed = [f"claim {r.claim}: {r.error}" for r in results if r.error]
     failed += [f"claim {r.claim}: {len(r.failed_runs)} run(s) failed, first: {r.failed_runs[0]}" for r in results if r.failed_runs]
     summary: dict = {"claims": {r.claim: str(r.overall) for r in results}}

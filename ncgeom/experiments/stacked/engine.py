@@ -204,10 +204,10 @@ def run_stack(configs: Sequence[Config], *, out_dirs: Sequence[str | Path | None
 
     def evaluate(r: int, epoch: int, loss: float | None) -> EpochRecord | None:
         run = runs[r]
-        z = encoder.embed(r, None if indexed else x_train[r]).to(torch.float64).numpy()
+        z = encoder.embed(r, None if indexed else x_train[r]).detach().to(torch.float64).numpy()
         z_test = None
         if not indexed and run.data.y_test.size:
-            z_test = encoder.embed(r, x_test[r]).to(torch.float64).numpy()
+            z_test = encoder.embed(r, x_test[r]).detach().to(torch.float64).numpy()
         return metrics_record(z, z_test, run.data, epoch, loss, run.nc_value)
 
     for r, run in enumerate(runs):
@@ -324,7 +324,7 @@ def run_stack(configs: Sequence[Config], *, out_dirs: Sequence[str | Path | None
             run.message = f"trained {run.config.epochs} epochs"
         if run.history and run.history[-1].metrics is None:  # diverged after an epoch skipped by metrics_every
             run.last_metrics = evaluate(r, run.history[-1].epoch, run.history[-1].loss) or run.last_metrics
-        z_final = encoder.embed(r, None if indexed else x_train[r]).to(torch.float64).numpy()
+        z_final = encoder.embed(r, None if indexed else x_train[r]).detach().to(torch.float64).numpy()
         assert run.last_metrics is not None  # set from the initial state above
         result = Result(
             config=run.config, status=run.status, message=run.message, history=tuple(run.history),

@@ -20,100 +20,250 @@ pass (as in :mod:`ncgeom.losses.kernels.blocked`): with sigma_ij = sigmoid(A_i -
 
 c = r / tau (detached weights, the authors' code) or c = alpha r - b q (gradient through the weights).
 
-Numerics: masked log-sum-exp with the exact masked row maximum (no overflow for any b, tau; a row without
-negatives gives no NaN); each run's batch is sorted by label so that its positives are one contiguous
-band of width n_max (the largest class of the stack's batches): softplus and sigmoid run on [R, B, n_max]
-only. Every reduction is along the axes of one run, so run r's values do not depend on the other runs.
-Memory: about 4 dense [R, B, B] tensors (S, the tilted exponentials e1 and e0, G): :func:`loss_bytes`.
+Numerics (those of the blocked kernel). Each run's batch is sorted by label, so that the same-class
+columns of a row are one band of width n_max (the positives, and for SCL/HSCL the excluded columns): N(i)
+is applied by one scatter of -inf into that band (the diagonal for UCL/HUCL), and softplus and sigmoid run
+on [R, B, n_max] only (no [R, B, B] mask). Log-sum-exp uses the shift M_i = alpha ||z_i|| max_m ||z_m||
+>= max_m alpha S_im, known before the matmul, so one matmul gives x = log2(e) (alpha S - M) <= 0, and one
+exp2 pass each (exp2 costs about half of exp on the CPU) gives the sum and the softmax weights of alpha S
+and of b S = (b / alpha) (alpha S); rows whose sum falls below tiny B^2 / eps (negatives far below the
+shift: large alpha, or z off the sphere) are recomputed with the exact masked maximum, so the result keeps
+full relative precision. dZ^T = Z^T G^T + Z^T G (d the rows of the products: the fast layout of a
+batched matmul with small d).
+
+Tiles: the work goes in [g, rows, B] tiles of at most :data:`TILE_ENTRIES` entries (a few in the CPU's
+L2 cache): for B^2 <= TILE_ENTRIES, groups of g = TILE_ENTRIES // B^2 whole runs; beyond, one run at a
+time in blocks of TILE_ENTRIES // B rows (dZ accumulated block by block: memory O(TILE_ENTRIES) for any B).
+Independence: every reduction is along the axes of one run and the row blocks depend on B only, so with
+a ``band_width`` that does not depend on the stack-mates, run r's values and gradient do not depend on them
+(nor on R), bit for bit. Memory: :func:`loss_bytes`.
 """
 
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
+from typing import Any, NamedTuple
 
 import torch
 
-__all__ = ["stacked_weighted", "loss_bytes"]
+__all__ = ["TILE_ENTRIES", "stacked_weighted", "loss_bytes"]
+
+#: Entries of one [g, rows, B] tile (1 MiB in float32; measured fastest on a 2-core CPU with 1 MiB of L2
+#: per core, benchmarks/bench_stacked.py): whole runs when B^2 fits, row blocks of one run otherwise.
+TILE_ENTRIES = 1 << 18
+
+_LOG2E = 1.0 / math.log(2.0)
+_LN2 = math.log(2.0)
+_CACHE_SIZE = 8  # per-run coefficients kept (a stack reuses one set at every step)
+_cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
 
 
 def loss_bytes(runs: int, batch: int, *, itemsize: int) -> int:
-    """Peak bytes of :func:`stacked_weighted` for R runs of B rows: 6 [R, B, B] tensors (4 live + 2 temporaries)."""
-    return 6 * int(runs) * int(batch) ** 2 * int(itemsize)
+    """Peak bytes of :func:`stacked_weighted` beyond its inputs and outputs: 3 tiles of :data:`TILE_ENTRIES`.
+
+    (The tile's x, its tilted copy e0 and a temporary; the [R, B, n_max] band and [R, B, d] copies of z are
+    of the order of the inputs.)
+    """
+    rows = min(int(batch), max(1, TILE_ENTRIES // max(int(batch), 1)))
+    group = max(1, min(int(runs), TILE_ENTRIES // max(int(batch) ** 2, 1))) if rows == batch else 1
+    return 3 * group * rows * int(batch) * int(itemsize)
 
 
-def _masked_lse_terms(sim, coef, neg, finfo):
-    """(e = exp(coef S - m) on N(i), 0 elsewhere [R, B, B]; s = row sums [R, B, 1]; lse [R, B, 1])."""
-    x = (sim * coef).masked_fill_(~neg, -math.inf)
-    m = x.amax(-1, keepdim=True).clamp_min_(finfo.min)  # a row without negatives: finfo.min, not -inf
-    e = x.sub_(m).exp_()
-    s = e.sum(-1, keepdim=True)
-    return e, s, m + torch.log(s.clamp_min(finfo.tiny))
+def _cached(key: tuple[Any, ...], build):
+    """``build()``, memoized under ``key`` (least recently used of :data:`_CACHE_SIZE` entries dropped)."""
+    value = _cache.get(key)
+    if value is None:
+        value = build()
+        _cache[key] = value
+        if len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    else:
+        _cache.move_to_end(key)
+    return value
+
+
+class _Band(NamedTuple):
+    """The pair structure of a stack of label-sorted batches, [R, B, n_max] per run."""
+
+    cols: torch.Tensor  # the columns of row i's class band (row i itself past the class's end)
+    excluded: torch.Tensor  # columns outside N(i): the class band (SCL/HSCL) or i (UCL/HUCL)
+    blank: torch.Tensor  # -inf, the values scattered at ``excluded``
+    weight: torch.Tensor  # 1 / P_r on the pairs (i, j), j in P(i), of valid rows; 0 elsewhere
+    valid: torch.Tensor  # [R, B] bool: P(i) and N(i) non-empty
+    log_nneg: torch.Tensor  # [R, B] log |N(i)|
+    logk: torch.Tensor  # [R, B] log k (k = |N(i)| for "batch")
+    ones: torch.Tensor  # [R, B, 1] the column of ones of the shifted matmul
+
+
+def _band(ys: torch.Tensor, supervised: torch.Tensor, band_width: int | None, k: int | None,
+          dtype: torch.dtype) -> _Band:
+    runs, size = ys.shape
+    device = ys.device
+    start = torch.searchsorted(ys, ys, right=False)  # each row's class: columns [start, start + count)
+    count = torch.searchsorted(ys, ys, right=True) - start
+    largest = int(count.max())
+    if band_width is not None and band_width < largest:
+        raise ValueError(f"band_width must be >= the largest class of a batch ({largest}), got {band_width}")
+    band = torch.arange(largest if band_width is None else band_width, device=device)
+    rows = torch.arange(size, device=device)[None, :, None]
+    inside = band < count[..., None]
+    cols = torch.where(inside, start[..., None] + band, rows)
+    num_neg = torch.where(supervised[:, None], size - count, torch.full_like(count, size - 1))
+    valid = (count >= 2) & (num_neg >= 1)
+    pos = inside & (cols != rows) & valid[..., None]
+    pairs = pos.sum((1, 2))
+    scale = torch.where(pairs > 0, 1.0 / pairs.clamp_min(1).to(dtype), torch.zeros((), dtype=dtype, device=device))
+    log_nneg = torch.log(num_neg.clamp_min(1).to(dtype))
+    return _Band(
+        cols=cols,
+        excluded=cols if bool(supervised.all()) else torch.where(supervised[:, None, None], cols, rows),
+        blank=torch.full(cols.shape, -math.inf, dtype=dtype, device=device),
+        weight=pos.to(dtype) * scale[:, None, None],
+        valid=valid,
+        log_nneg=log_nneg,
+        logk=log_nneg if k is None else torch.full_like(log_nneg, math.log(k)),
+        ones=torch.ones(runs, size, 1, dtype=dtype, device=device),
+    )
+
+
+class _Coefficients(NamedTuple):
+    """Per-run scalars as [R, 1] (or [R, 1, 1]) tensors of the working dtype (cached)."""
+
+    b: torch.Tensor
+    inv_tau: torch.Tensor
+    alpha: torch.Tensor
+    tilted: torch.Tensor  # b > 0
+    rows: torch.Tensor  # [R, 1, 1] log2(e) alpha: the scale of the matmul's rows
+    ratio: torch.Tensor  # [R, 1, 1] b / alpha (1 for b = 0: that run's e0 is never used)
+    to_sim: torch.Tensor  # [R, 1, 1] -ln(2) / (alpha tau): u = offset + x_ij to_sim
+    neg_inv_tau: torch.Tensor  # [R, 1, 1] -1 / tau
+    hard: tuple[bool, ...]  # b != 0, per run
+
+
+def _coefficients(b: torch.Tensor, tau: torch.Tensor, dtype: torch.dtype, device: torch.device) -> _Coefficients:
+    b2 = b.to(dtype=dtype, device=device)[:, None]
+    inv_tau = (1.0 / tau).to(dtype=dtype, device=device)[:, None]
+    alpha = b2 + inv_tau
+    tilted = b2 > 0
+    return _Coefficients(
+        b=b2, inv_tau=inv_tau, alpha=alpha, tilted=tilted, rows=(alpha * _LOG2E)[..., None],
+        ratio=torch.where(tilted, b2 / alpha, 1.0)[..., None], to_sim=(inv_tau / alpha * -_LN2)[..., None],
+        neg_inv_tau=-inv_tau[..., None], hard=tuple(bool(v != 0) for v in b.tolist()),
+    )
+
+
+def _rows_of(t: NamedTuple, r0: int, r1: int):
+    """The runs r0..r1-1 of a :class:`_Band` or :class:`_Coefficients`."""
+    return type(t)(*(f[r0:r1] for f in t))
+
+
+def _exact_rows(sim, idx, excluded, coefs, tiles, sums, shifts, finfo) -> None:
+    """Recompute rows idx = (run, row of the tile) of S, ``sim`` [n, B], with the exact masked maximum as shift."""
+    r, i = idx
+    keep = torch.ones_like(sim, dtype=torch.bool).scatter_(1, excluded[r, i], False)
+    for coef, tile, total, shift in zip(coefs, tiles, sums, shifts, strict=True):
+        scaled = (sim * coef[r]).masked_fill_(~keep, finfo.min)
+        m = scaled.amax(1)
+        rows = (scaled - m[:, None]).exp_().masked_fill_(~keep, 0.0)
+        tile[r, i] = rows
+        total[r, i] = rows.sum(1)
+        shift[r, i] = m
+
+
+def _tile_pass(zs, bound, rows_aug, cols_aug, band: _Band, co: _Coefficients, i0: int, i1: int, detach: bool,
+               dzt: torch.Tensor | None) -> torch.Tensor:
+    """Loss sums [g] of the rows i0..i1-1 of a group of g runs; adds their part of dZ^T to ``dzt`` [g, d, B]."""
+    size = zs.shape[1]
+    finfo = torch.finfo(zs.dtype)
+    hard = any(co.hard)
+    cols, excluded, weight = band.cols[:, i0:i1], band.excluded[:, i0:i1], band.weight[:, i0:i1]
+    bound = bound[:, i0:i1]
+    x = torch.bmm(rows_aug[:, i0:i1], cols_aug)  # log2(e) alpha (S - bound) <= 0
+    x_pos = torch.gather(x, 2, cols)
+    x.scatter_(2, excluded, band.blank[:, i0:i1])  # exp2 gives 0 outside N(i)
+    e0 = torch.mul(x, co.ratio).exp2_() if hard else None  # exp(b S_im - b bound_i)
+    e1 = x.exp2_()  # exp(alpha S_im - alpha bound_i)
+    s1 = e1.sum(2)
+    s0 = e0.sum(2) if e0 is not None else None
+    threshold = finfo.tiny * float(size) ** 2 / finfo.eps
+    low = (s1 if s0 is None else torch.minimum(s1, s0)) < threshold
+    low &= band.valid[:, i0:i1]
+    shift1 = co.alpha * bound
+    shift0 = co.b * bound
+    if bool(low.any()):  # exact masked maximum for the rows whose sum underflows
+        r, i = torch.nonzero(low, as_tuple=True)
+        idx = (r, i)
+        sim = torch.bmm(zs[r, i + i0][:, None, :], zs[r].mT)[:, 0]  # [n, B]
+        if e0 is not None and s0 is not None:
+            _exact_rows(sim, idx, excluded, (co.alpha, co.b), (e1, e0), (s1, s0), (shift1, shift0), finfo)
+        else:
+            _exact_rows(sim, idx, excluded, (co.alpha,), (e1,), (s1,), (shift1,), finfo)
+    s1c = s1.clamp_min(finfo.tiny)
+    lse1 = shift1 + torch.log(s1c)
+    s0c = None
+    lse0 = band.log_nneg[:, i0:i1]
+    if s0 is not None:
+        s0c = s0.clamp_min(finfo.tiny)
+        lse0 = torch.where(co.tilted, shift0 + torch.log(s0c), lse0)
+    # u_ij = A_i - S_ij / tau with S_ij = bound_i + ln(2) x_ij / alpha (the matmul's shift, not a fallback's)
+    offset = band.logk[:, i0:i1] + lse1 - lse0 - bound * co.inv_tau
+    u = torch.addcmul(offset[..., None], x_pos, co.to_sim)
+    softplus_threshold = -math.log(finfo.eps)  # softplus(u) = u beyond it, to working precision
+    losses = torch.nn.functional.softplus(u, threshold=softplus_threshold).mul_(weight).sum((1, 2))
+    if dzt is None:
+        return losses
+    sigma = torch.sigmoid(u).mul_(weight)  # sigma_ij / P_r on the pairs, 0 elsewhere
+    sigsum = sigma.sum(2)
+    if detach or e0 is None or s0c is None:
+        grad = e1.mul_((sigsum * co.inv_tau / s1c)[..., None])  # sigsum * r / tau
+    else:  # sigsum * (alpha r - b q)
+        grad = e1.mul_((sigsum * co.alpha / s1c)[..., None]).addcmul_(e0, (sigsum * co.b / s0c)[..., None], value=-1.0)
+    grad.scatter_add_(2, cols, sigma.mul_(co.neg_inv_tau))
+    zt = cols_aug[:, :-1]  # Z^T [g, d, B]
+    dzt[:, :, i0:i1] += torch.bmm(zt, grad.mT)  # (G_I Z)^T
+    dzt.baddbmm_(zt[:, :, i0:i1], grad)  # (G_I^T Z_I)^T
+    return losses
+
+
+def _group_pass(zs: torch.Tensor, band: _Band, co: _Coefficients, rows_per_tile: int, detach: bool,
+                need_grad: bool):
+    """(losses [g], dZ^T [g, d, B] of the sorted rows, or None) of a group of g runs (module docstring)."""
+    norms = torch.linalg.vector_norm(zs, dim=2)
+    bound = norms * norms.amax(1, keepdim=True)  # [g, B] >= S_im: the shift is M_i = alpha bound_i
+    # x = log2(e) alpha (S - bound) <= 0 from ONE matmul: rows log2(e) alpha [z_i, -bound_i], columns [z_m, 1]
+    rows_aug = torch.cat([zs, -bound[..., None]], 2).mul_(co.rows)
+    cols_aug = torch.cat([zs, band.ones], 2).mT.contiguous()  # [g, d + 1, B]
+    size = zs.shape[1]
+    dzt = torch.zeros_like(cols_aug[:, :-1]) if need_grad else None
+    parts = [_tile_pass(zs, bound, rows_aug, cols_aug, band, co, i0, min(i0 + rows_per_tile, size), detach, dzt)
+             for i0 in range(0, size, rows_per_tile)]
+    losses = parts[0]
+    for p in parts[1:]:
+        losses = losses + p
+    return losses, dzt
 
 
 def _pass(z, labels, supervised, b, tau, k, detach_weights, band_width, need_grad):
     """(losses [R], dZ [R, B, d] or None) of the stacked weighted estimator (module docstring)."""
     runs, size, _ = z.shape
     dtype, device = z.dtype, z.device
-    finfo = torch.finfo(dtype)
     order = torch.sort(labels, dim=1, stable=True)
     perm, ys = order.indices, order.values
-    zs = torch.gather(z, 1, perm[:, :, None].expand_as(z))
-    start = torch.searchsorted(ys, ys, right=False)  # each row's class: columns [start, stop) (sorted batch)
-    stop = torch.searchsorted(ys, ys, right=True)
-    count = stop - start
-    cols_all = torch.arange(size, device=device)
-    rows = cols_all[None, :, None]
-    other = cols_all[None, None, :] != rows  # [1, B, B]
-    if bool(supervised.all()):  # one mask for the whole stack when its runs agree (no [R, B, B] select)
-        neg = ys[:, :, None] != ys[:, None, :]
-    elif not bool(supervised.any()):
-        neg = other.expand(runs, size, size)
-    else:
-        neg = torch.where(supervised[:, None, None], ys[:, :, None] != ys[:, None, :], other)
-    num_neg = torch.where(supervised[:, None], size - count, torch.full_like(count, size - 1))
-    valid = (count >= 2) & (num_neg >= 1)
-    largest = int(count.max())
-    if band_width is not None and band_width < largest:
-        raise ValueError(f"band_width must be >= the largest class of a batch ({largest}), got {band_width}")
-    width = largest if band_width is None else band_width
-    band = torch.arange(width, device=device)
-    inside = band[None, None, :] < count[..., None]
-    cols = torch.where(inside, start[..., None] + band, rows)  # [R, B, n_max]
-    pos = inside & (cols != rows) & valid[..., None]
-    pairs = pos.sum((1, 2))
-    scale = torch.where(pairs > 0, 1.0 / pairs.clamp_min(1).to(dtype), torch.zeros((), dtype=dtype, device=device))
-
-    b_t = b.to(dtype)[:, None, None]
-    inv_tau = (1.0 / tau).to(dtype)[:, None, None]
-    alpha = b_t + inv_tau
-    sim = torch.bmm(zs, zs.mT)
-    e1, s1, lse1 = _masked_lse_terms(sim, alpha, neg, finfo)
-    hard = bool((b != 0).any())
-    e0 = s0 = None
-    log_nneg = torch.log(num_neg.clamp_min(1).to(dtype))[..., None]
-    if hard:
-        e0, s0, lse0 = _masked_lse_terms(sim, b_t, neg, finfo)
-    else:
-        lse0 = log_nneg
-    logk = log_nneg if k is None else math.log(k)
-    offset = logk + lse1 - lse0  # A_i [R, B, 1]
-    u = offset - torch.gather(sim, 2, cols) * inv_tau  # [R, B, n_max]
-    softplus_threshold = -math.log(finfo.eps)  # softplus(u) = u beyond it, to working precision
-    values = torch.nn.functional.softplus(u, threshold=softplus_threshold).masked_fill_(~pos, 0.0)
-    losses = values.sum((1, 2)) * scale
+    band = _band(ys, supervised, band_width, k, dtype)
+    co = _cached(("coefficients", tuple(b.tolist()), tuple(tau.tolist()), dtype, str(device)),
+                 lambda: _coefficients(b, tau, dtype, device))
+    index = perm[:, :, None].expand_as(z)
+    zs = torch.gather(z, 1, index)
+    rows = min(size, max(1, TILE_ENTRIES // size))  # rows per tile, then runs per group
+    group = max(1, TILE_ENTRIES // (size * size)) if rows == size else 1
+    parts = [_group_pass(zs[r0:r0 + group], _rows_of(band, r0, r0 + group), _rows_of(co, r0, r0 + group), rows,
+                         detach_weights, need_grad) for r0 in range(0, runs, group)]
+    losses = torch.cat([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
     if not need_grad:
         return losses, None
-    sigma = torch.sigmoid(u).masked_fill_(~pos, 0.0).mul_(scale[:, None, None])
-    sigsum = sigma.sum(-1, keepdim=True)
-    s1c = s1.clamp_min(finfo.tiny)
-    if detach_weights or e0 is None or s0 is None:
-        grad = e1.mul_(sigsum * inv_tau / s1c)  # sigsum * r / tau
-    else:
-        grad = e1.mul_(sigsum * alpha / s1c).sub_(e0.mul_(sigsum * b_t / s0.clamp_min(finfo.tiny)))
-    grad.scatter_add_(2, cols, sigma.mul_(-inv_tau))
-    dzs = torch.baddbmm(torch.bmm(grad, zs), grad.mT, zs)
-    dz = torch.empty_like(dzs).scatter_(1, perm[:, :, None].expand_as(dzs), dzs)
-    return losses, dz
+    dzt = torch.cat([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
+    return losses, torch.empty_like(z).scatter_(1, index, dzt.mT)
 
 
 class _StackedWeighted(torch.autograd.Function):
@@ -144,7 +294,7 @@ def stacked_weighted(z: torch.Tensor, labels: torch.Tensor, *, supervised: torch
     supervised : Tensor [R] (bool)
         N(i) = other classes (SCL, HSCL) or all m != i (UCL, HUCL).
     b, tau : Tensor [R] (float64)
-        Effective tilt (:func:`ncgeom.vocabulary.effective_beta`) and temperature of each run.
+        Effective tilt b >= 0 (:func:`ncgeom.vocabulary.effective_beta`) and temperature tau > 0 of each run.
     k : int or None
         Number of negatives (None: k = |N(i)|, "batch").
     detach_weights : bool
