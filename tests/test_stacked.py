@@ -1,7 +1,7 @@
 """The stacked engine (ncgeom.experiments.stacked) against the sequential one (ncgeom.experiments.run).
 
-Tolerance of the weighted estimator against the sequential engine: the stack uses a dense kernel with the
-exact masked maximum, the sequential default the blocked kernel; both evaluate the same formula, so one
+Tolerance of the weighted estimator against the sequential engine: the stack uses its own tiled kernel
+(ncgeom.experiments.stacked.loss), the sequential default the blocked kernel; both evaluate the same formula, so one
 step's loss and gradient agree to a few B eps (sums of B terms), and over T steps of Adam the parameters
 drift apart by at most about T B eps times the amplification of training, which we allow to be 100:
 TOL = 100 T B eps (float64: 100 x 6 x 32 x 2.2e-16 = 4.3e-12 for the runs below). The linear and MLP

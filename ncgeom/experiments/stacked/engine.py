@@ -22,7 +22,8 @@ a non-finite loss; non-finite embeddings at a step make its batch_loss raise, he
 
 Tolerances against the sequential engine (tests/test_stacked.py): the sampled estimator, the Adam
 update and the data/batch/negative draws are the sequential ones operation for operation; the weighted
-estimator is a different kernel (dense, masked maximum) from the sequential default (blocked), so the
+estimator is a different kernel (the stacked tiles of ncgeom.experiments.stacked.loss, with the blocked
+kernel's shift bound) from the sequential default (blocked), so the
 loss of a step agrees to a few B eps and the trajectories to T B eps times the conditioning of training.
 """
 
@@ -93,7 +94,7 @@ def group_stacks(configs: Sequence[Config], *, max_runs: int | None = None) -> l
 
 def stack_memory_bytes(configs: Sequence[Config]) -> int:
     """Bytes of a stack beyond its runs' own (:func:`ncgeom.budget.run_memory_estimate` each): the loss's
-    dense [R, B', B'] tensors (B' = 2B with noise positives), :func:`~ncgeom.experiments.stacked.loss.loss_bytes`."""
+    tiles of at most 3 x 2^18 entries (B' = 2B rows with noise positives), :func:`~ncgeom.experiments.stacked.loss.loss_bytes`."""
     from ncgeom.experiments.stacked.loss import loss_bytes  # imports torch (heavy): only when sizing a stack
 
     if not configs:
