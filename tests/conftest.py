@@ -65,3 +65,20 @@ def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int |
         code = exc.code
     out, err = capsys.readouterr()
     return code, out, err
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch and one BLAS thread for a test module (as the CLI and the sweep workers use), restored afterwards.
+
+    Use it with ``pytestmark = pytest.mark.usefixtures("one_thread")``: float32 training results depend on
+    the thread count, so tests that compare runs bitwise fix it.
+    """
+    import torch  # heavy: only for the modules that ask for this fixture
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    with threadpool_limits(limits=1):
+        yield
+    torch.set_num_threads(before)

@@ -4,7 +4,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 import ncgeom.experiments as experiments
 from ncgeom.cli.main import main
@@ -16,16 +15,7 @@ TINY = dict(classes=3, samples_per_class=6, batch_size=18, epochs=3, lr=0.05)
 HISTORY_KEYS = {"epoch", "loss", "nc_value", "gap", "test_ncc_accuracy", "metrics", "mean_norm", "time_s"}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One torch and one BLAS thread (as the CLI and the sweep workers use), restored afterwards."""
-    from threadpoolctl import threadpool_limits
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    with threadpool_limits(limits=1):
-        yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: one torch and one BLAS thread
 
 
 def test_all_exports_exist_once():

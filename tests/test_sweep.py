@@ -7,7 +7,6 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-import torch
 
 import ncgeom.experiments.sweep as sweep
 from ncgeom.cli.main import main
@@ -40,16 +39,7 @@ seed = [0, 1]
 """
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One torch and one BLAS thread (as the CLI and the sweep workers use), restored afterwards."""
-    from threadpoolctl import threadpool_limits
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    with threadpool_limits(limits=1):
-        yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: one torch and one BLAS thread
 
 
 @pytest.fixture

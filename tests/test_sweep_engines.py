@@ -27,7 +27,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 import ncgeom.experiments.sweep as sweep
 from ncgeom.budget import run_memory_estimate
@@ -73,16 +72,7 @@ STEPS = 20  # epochs x ceil(N / B) = 20 x 1
 TOL = 100 * STEPS * 18 * EPS64  # module docstring: 8.0e-11
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One torch and one BLAS thread (as the CLI and the sweep workers use), restored afterwards."""
-    from threadpoolctl import threadpool_limits
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    with threadpool_limits(limits=1):
-        yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: one torch and one BLAS thread
 
 
 @pytest.fixture
