@@ -161,7 +161,7 @@ def run_claims(
     Each claim's sweep goes into ``out_dir/sweeps/<spec>/`` (finished runs are skipped, so an
     interrupted call resumes) and its :class:`ClaimResult` into ``out_dir/claims/<id>.json``. A claim
     whose file is complete is skipped unless ``force``. All runs of all claims share one executor
-    (``executor``, or :func:`~ncgeom.experiments.sweep.make_executor` of ``workers`` / ``scheduler``),
+    (``executor``, or :func:`~ncgeom.experiments.executors.make_executor` of ``workers`` / ``scheduler``),
     each claim's sweep fed from its own thread, so the workers stay busy across claims. ``engine``
     (batched or sequential) is each sweep's (:func:`~ncgeom.experiments.sweep.run_sweep`): batched, a
     claim's runs go to the workers as stacks. ``progress`` shows one tqdm bar on stderr over all runs

@@ -117,7 +117,7 @@ def reproduce(
     scale : {"tiny", "quick", "full"}
         Amount of computation (ncgeom.vocabulary.SCALES; :mod:`ncgeom.reproduce.scales`); ``tiny`` is for tests.
     workers : int
-        Parallel training runs in the claim sweeps (>= 1; :func:`ncgeom.experiments.sweep.make_executor`).
+        Parallel training runs in the claim sweeps (>= 1; :func:`ncgeom.experiments.executors.make_executor`).
     engine : {"batched", "sequential"}
         How the claim sweeps train their runs (:func:`ncgeom.experiments.sweep.run_sweep`): stacks of runs
         of equal shapes, one stack per task, or one run per task.
