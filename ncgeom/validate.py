@@ -8,7 +8,7 @@ exit code 2.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from numbers import Integral, Real
 from typing import Any, TypeVar
 
@@ -17,6 +17,7 @@ __all__ = [
     "require_real",
     "require_choice",
     "require_finite_array",
+    "require_keys",
 ]
 
 _Choice = TypeVar("_Choice", bound=str)
@@ -91,3 +92,20 @@ def _range_text(lo: float | None, hi: float | None) -> str:
     if hi is not None:
         return f" <= {hi}"
     return ""
+
+
+def require_keys(kind: str, data: object, *, accepted: Iterable[str], required: Iterable[str] = ()) -> None:
+    """Check a record read back from JSON: an object whose keys are all ``accepted`` and include ``required``.
+
+    The one check behind every strict ``from_dict`` of ncgeom and proofs_check (run records, metrics,
+    verify checks and reports): ValueError naming ``kind`` and the unknown or missing keys otherwise.
+    """
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{kind}: expected a JSON object, got {type(data).__name__}")
+    accepted = set(accepted)
+    unknown = sorted(set(data) - accepted)
+    if unknown:
+        raise ValueError(f"{kind}: unknown key(s) {', '.join(map(str, unknown))}; accepted: {', '.join(sorted(accepted))}")
+    missing = sorted(set(required) - set(data))
+    if missing:
+        raise ValueError(f"{kind}: missing key(s) {', '.join(missing)}")

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal, ParamSpec
 
+from ncgeom.validate import require_keys
+
 __all__ = ["Status", "STATUSES", "CheckResult", "timed"]
 
 _P = ParamSpec("_P")
@@ -49,15 +51,8 @@ class CheckResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CheckResult:
         """The inverse of :meth:`to_dict`; a missing or unknown key raises ValueError naming it."""
-        if not isinstance(data, dict):
-            raise ValueError(f"a check record must be a JSON object, got {type(data).__name__}")
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise ValueError(f"check record: unknown key(s) {', '.join(unknown)}; accepted: {', '.join(sorted(names))}")
-        missing = sorted(n for n in ("name", "statement", "method", "status") if n not in data)
-        if missing:
-            raise ValueError(f"check record: missing key(s) {', '.join(missing)}")
+        require_keys("check record", data, accepted=(f.name for f in fields(cls)),
+                     required=("name", "statement", "method", "status"))
         return cls(**data)
 
 

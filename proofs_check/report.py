@@ -19,6 +19,7 @@ from typing import Any
 
 from ncgeom.atomic_io import jsonable
 from ncgeom.provenance import provenance
+from ncgeom.validate import require_keys
 from proofs_check.records import CheckResult
 
 __all__ = ["CHECK_MODULES", "VerifyReport", "run_all", "key_numbers"]
@@ -73,15 +74,8 @@ class VerifyReport:
     def from_dict(cls, data: dict[str, Any]) -> VerifyReport:
         """The inverse of :meth:`to_dict`; an unknown or missing key, or inconsistent ``passed`` / ``counts``,
         raises ValueError naming it."""
-        if not isinstance(data, dict):
-            raise ValueError(f"a verify report must be a JSON object, got {type(data).__name__}")
         known = {"checks", "passed", "quick", "seconds", "counts", "modules", "provenance"}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"verify report: unknown key(s) {', '.join(unknown)}; accepted: {', '.join(sorted(known))}")
-        missing = sorted(known - set(data))
-        if missing:
-            raise ValueError(f"verify report: missing key(s) {', '.join(missing)}")
+        require_keys("verify report", data, accepted=known, required=known)
         report = cls(tuple(CheckResult.from_dict(r) for r in data["checks"]), bool(data["quick"]),
                      float(data["seconds"]), tuple(data["modules"]), dict(data["provenance"]))
         if data["passed"] != report.passed or data["counts"] != report.counts:

@@ -33,6 +33,7 @@ from typing import Any, Literal, get_args
 from ncgeom.atomic_io import atomic_write_json, atomic_write_text, dumps_json, jsonable, read_json
 from ncgeom.experiments.config import Config, config_from_dict
 from ncgeom.metrics.record import METRIC_NAMES
+from ncgeom.validate import require_keys
 
 __all__ = [
     "RunStatus",
@@ -55,17 +56,6 @@ __all__ = [
 RunStatus = Literal["completed", "diverged"]
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 CONFIG_FILE, HISTORY_FILE, SUMMARY_FILE = "config.json", "history.jsonl", "summary.json"
-
-
-def _check_keys(kind: str, data: Any, accepted: set[str], required: set[str]) -> None:
-    if not isinstance(data, Mapping):
-        raise ValueError(f"{kind}: expected a JSON object, got {type(data).__name__}")
-    unknown = sorted(set(data) - accepted)
-    if unknown:
-        raise ValueError(f"{kind}: unknown key(s) {', '.join(unknown)}; accepted: {', '.join(sorted(accepted))}")
-    missing = sorted(required - set(data))
-    if missing:
-        raise ValueError(f"{kind}: missing key(s) {', '.join(missing)}")
 
 
 @dataclass(frozen=True)
@@ -114,10 +104,10 @@ class EpochRecord:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EpochRecord:
-        _check_keys("epoch record", data, set(_EPOCH_FIELDS), {"epoch", "loss", "nc_value", "gap", "metrics"})
+        require_keys("epoch record", data, accepted=_EPOCH_FIELDS, required={"epoch", "loss", "nc_value", "gap", "metrics"})
         metrics = data["metrics"]
         if metrics is not None:
-            _check_keys("epoch record metrics", metrics, set(METRIC_NAMES), set())
+            require_keys("epoch record metrics", metrics, accepted=METRIC_NAMES)
         return cls(**data)
 
 
@@ -159,7 +149,7 @@ class RunSummary:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunSummary:
         names = {f.name for f in fields(cls)}
-        _check_keys("run summary", data, names, names)
+        require_keys("run summary", data, accepted=names, required=names)
         return cls(**{**data, "final": EpochRecord.from_dict(data["final"]),
                       "initial": EpochRecord.from_dict(data["initial"]), "config": config_from_dict(data["config"])})
 

@@ -10,6 +10,7 @@ from ncgeom.metrics.collapse import _equal_inner_product, _etf_distance, _nc1, _
 from ncgeom.metrics.groups import _group
 from ncgeom.metrics.ncc import _ncc_accuracy
 from ncgeom.metrics.spectral import _rankme, _spectrum
+from ncgeom.validate import require_keys
 
 __all__ = ["NCMetrics", "METRIC_NAMES", "nc_metrics"]
 
@@ -59,13 +60,7 @@ class NCMetrics:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NCMetrics:
         """The inverse of :meth:`to_dict` (null -> NaN); a missing or unknown key raises ValueError naming it."""
-        if not isinstance(data, dict):
-            raise ValueError(f"NC metrics must be a JSON object, got {type(data).__name__}")
-        unknown = sorted(set(data) - set(METRIC_NAMES))
-        missing = [name for name in METRIC_NAMES if name not in data]
-        if unknown or missing:
-            raise ValueError(f"NC metrics: unknown key(s) {unknown}, missing key(s) {missing}; "
-                             f"expected exactly {', '.join(METRIC_NAMES)}")
+        require_keys("NC metrics", data, accepted=METRIC_NAMES, required=METRIC_NAMES)
 
         def number(value) -> float:
             return math.nan if value is None else float(value)
