@@ -5,6 +5,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ncgeom.data as data
 from ncgeom.data import (
@@ -19,6 +21,8 @@ from ncgeom.data import (
     split_counts,
     two_view_batch,
 )
+from ncgeom.labels import integer_labels
+from ncgeom.validate import require_int
 
 
 def test_all_exports_exist_once():
@@ -155,6 +159,98 @@ def test_class_balanced_batches_rejects_bad_values():
         class_balanced_batches(y, 7, num_batches=1, rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="batch_size"):
         class_balanced_batches(np.repeat(np.arange(2), [2, 6]), 8, num_batches=1, rng=np.random.default_rng(0))
+
+
+# The implementation before the vectorized one (ncgeom/data/batches.py), copied verbatim: the batches of
+# every training run depend on it, so the new one must return the same indices from the same draws.
+def _reference_class_balanced_batches(
+    labels, batch_size: int, *, num_batches: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Indices [num_batches, batch_size] of class-balanced batches (module docstring).
+
+    Parameters
+    ----------
+    labels : array [N] of int (any values; :func:`ncgeom.labels.integer_labels`)
+    batch_size : int
+        2 <= B; a class may appear at most as many times as it has members.
+    num_batches : int
+    rng : numpy.random.Generator
+    """
+    y = integer_labels(labels)  # integers (or strings mapped to ids); never lossy floats
+    if y.size == 0:
+        raise ValueError(f"labels must have shape [N] with N >= 1, got {y.shape}")
+    b = require_int("batch_size", batch_size, min_value=2, max_value=y.size)
+    steps = require_int("num_batches", num_batches, min_value=0)
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError("rng must be a numpy.random.Generator")
+    classes = np.unique(y)
+    members = [np.flatnonzero(y == c) for c in classes]
+    counts = class_balanced_counts(classes.size, b)
+    smallest = min(m.size for m in members)
+    if counts[0] > smallest:
+        raise ValueError(
+            f"batch_size {b} needs {counts[0]} samples of each class but the smallest class has {smallest}"
+        )
+    streams = [np.empty(0, dtype=np.int64) for _ in members]
+    out = np.empty((steps, b), dtype=np.int64)
+    for s in range(steps):
+        chosen = rng.permutation(classes.size)[: counts.size]
+        pos = 0
+        for k, ci in enumerate(chosen):
+            need = counts[k]
+            if streams[ci].size < need:  # refill; leftovers first, never a duplicate within a batch
+                fresh = members[ci][rng.permutation(members[ci].size)]
+                streams[ci] = np.concatenate([streams[ci], fresh[~np.isin(fresh, streams[ci])]])
+            out[s, pos : pos + need] = streams[ci][:need]
+            streams[ci] = streams[ci][need:]
+            pos += need
+    return out
+
+
+@st.composite
+def _balanced_batch_problems(draw):
+    """(labels [N], batch_size, num_batches, seed): C in 1..12 classes of 2..30 members (all equal or not),
+    distinct arbitrary int64 label values in shuffled order, and a batch size the smallest class allows."""
+    c = draw(st.integers(1, 12))
+    if draw(st.booleans()):
+        sizes = [draw(st.integers(2, 30))] * c
+    else:
+        sizes = draw(st.lists(st.integers(2, 30), min_size=c, max_size=c))
+    values = draw(st.lists(st.integers(-(2**62), 2**62), min_size=c, max_size=c, unique=True))
+    labels = np.asarray(draw(st.permutations(np.repeat(values, sizes).tolist())), dtype=np.int64)
+    valid = [b for b in range(2, labels.size + 1) if class_balanced_counts(c, b)[0] <= min(sizes)]  # b = 2 always
+    return labels, draw(st.sampled_from(valid)), draw(st.integers(0, 30)), draw(st.integers(0, 2**64 - 1))
+
+
+@settings(max_examples=200)  # each example takes milliseconds; 30 would leave most (C, balance, B) cells unseen
+@given(_balanced_batch_problems())
+def test_class_balanced_batches_equals_reference(problem):
+    labels, batch, steps, seed = problem
+    rng_new, rng_ref = np.random.default_rng(seed), np.random.default_rng(seed)
+    for _ in range(2):  # a second call (an epoch) continues from the generator state and hits the cache
+        got = class_balanced_batches(labels, batch, num_batches=steps, rng=rng_new)
+        want = _reference_class_balanced_batches(labels, batch, num_batches=steps, rng=rng_ref)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert np.array_equal(got, want)
+        assert rng_new.bit_generator.state == rng_ref.bit_generator.state
+
+
+def test_class_balanced_batches_cache_follows_contents():
+    y = np.repeat(np.arange(3), [4, 5, 6])
+    first = class_balanced_batches(y, 6, num_batches=5, rng=np.random.default_rng(0))
+    assert np.array_equal(first, _reference_class_balanced_batches(y, 6, num_batches=5, rng=np.random.default_rng(0)))
+    y[:2] = 2  # same bytes length, new contents: the cached class layout must not be reused
+    got = class_balanced_batches(y, 6, num_batches=5, rng=np.random.default_rng(0))
+    assert np.array_equal(got, _reference_class_balanced_batches(y, 6, num_batches=5, rng=np.random.default_rng(0)))
+    assert not np.array_equal(got, first)
+    # above the cached length (2^16 labels) the layout is computed afresh each call
+    big = np.random.default_rng(2).integers(0, 3, size=(1 << 16) + 5)
+    assert np.array_equal(class_balanced_batches(big, 600, num_batches=3, rng=np.random.default_rng(3)),
+                          _reference_class_balanced_batches(big, 600, num_batches=3, rng=np.random.default_rng(3)))
+    # strings map to the same ids as the reference's conversion
+    names = np.array(["b", "a", "c", "a", "b", "c", "c"])
+    assert np.array_equal(class_balanced_batches(names, 4, num_batches=3, rng=np.random.default_rng(1)),
+                          _reference_class_balanced_batches(names, 4, num_batches=3, rng=np.random.default_rng(1)))
 
 
 def test_digits_split_and_standardization():

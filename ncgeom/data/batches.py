@@ -5,9 +5,17 @@ uniformly random subset, so that each present class has >= 2 members and thus a 
 floor(B / n) samples per class plus one more for B mod n of them. Within a class, samples are taken
 without replacement from a per-class stream of random permutations, so an epoch covers every sample.
 With an imbalanced prior this oversamples small classes (that is what class-balanced means).
+
+The random draws, in order, are: per batch one ``rng.permutation(C)`` (its first n entries are the chosen
+classes and their order in the batch), then, for each chosen class in that order whose stream holds fewer
+samples than the class needs, one ``rng.permutation(n_c)`` of its n_c members; the members left in the
+stream come first and the new permutation follows without them (never a duplicate within a batch). The
+result is a function of the labels and of this stream of draws alone.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -30,6 +38,46 @@ def class_balanced_counts(num_classes: int, batch_size: int) -> np.ndarray:
     return counts
 
 
+_CACHED_LABELS = 1 << 16  # label arrays up to this length (512 KiB) have their layout cached: <= 32 MiB in all
+
+
+def _class_layout(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(order [N], starts [C], sizes [C]) of int64 labels y [N] (N >= 1).
+
+    ``order[starts[c] : starts[c] + sizes[c]]`` are the members of class c (classes in ascending label
+    order) in increasing index, i.e. ``np.flatnonzero(y == np.unique(y)[c])``: a stable sort keeps equal
+    labels in index order.
+    """
+    order = np.argsort(y, kind="stable").astype(np.int64, copy=False)
+    ys = y[order]
+    starts = np.concatenate(([0], np.flatnonzero(ys[1:] != ys[:-1]) + 1)).astype(np.int64)
+    sizes = np.diff(np.append(starts, y.size))
+    return order, starts, sizes
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_class_layout(key: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_class_layout` of the int64 labels whose bytes are ``key`` (a training run asks once per epoch
+    with the same labels). Keyed on the exact bytes, so equal keys mean equal labels; the arrays are
+    read-only, so no caller can change what the next one gets."""
+    layout = _class_layout(np.frombuffer(key, dtype=np.int64))
+    for a in layout:
+        a.setflags(write=False)
+    return layout
+
+
+@functools.lru_cache(maxsize=64)
+def _batch_columns(num_classes: int, batch_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(counts [n], slot [B], within [B]): :func:`class_balanced_counts`, and for each column of a batch the
+    slot (the k-th chosen class) it belongs to and its offset inside that slot. Read-only (cached)."""
+    counts = class_balanced_counts(num_classes, batch_size)
+    slot = np.repeat(np.arange(counts.size), counts)
+    within = np.arange(batch_size) - np.repeat(np.cumsum(counts) - counts, counts)
+    for a in (counts, slot, within):
+        a.setflags(write=False)
+    return counts, slot, within
+
+
 def class_balanced_batches(labels, batch_size: int, *, num_batches: int, rng: np.random.Generator) -> np.ndarray:
     """Indices [num_batches, batch_size] of class-balanced batches (module docstring).
 
@@ -40,6 +88,18 @@ def class_balanced_batches(labels, batch_size: int, *, num_batches: int, rng: np
         2 <= B; a class may appear at most as many times as it has members.
     num_batches : int
     rng : numpy.random.Generator
+        Advanced by exactly the draws listed in the module docstring.
+
+    Notes
+    -----
+    Streams are kept as positions 0..n_c-1 within each class. A stream grows only by a refill and shrinks
+    only from its front, and a class is refilled when its stream is shorter than the count the batch takes
+    from it, so at the next refill every member left comes from the last refill: they mark a boolean mask
+    of size n_c, and the new permutation keeps the positions outside it (the same result as ``np.isin``
+    on the member indices, since members and positions correspond one to one). The class streams are then
+    laid end to end and each slot of a batch is one contiguous range of its class's stream: the batches
+    are one gather. The members of each class come from one stable argsort, cached on the labels' bytes
+    (up to 2^16 labels).
     """
     y = integer_labels(labels)  # integers (or strings mapped to ids); never lossy floats
     if y.size == 0:
@@ -48,25 +108,41 @@ def class_balanced_batches(labels, batch_size: int, *, num_batches: int, rng: np
     steps = require_int("num_batches", num_batches, min_value=0)
     if not isinstance(rng, np.random.Generator):
         raise ValueError("rng must be a numpy.random.Generator")
-    classes = np.unique(y)
-    members = [np.flatnonzero(y == c) for c in classes]
-    counts = class_balanced_counts(classes.size, b)
-    smallest = min(m.size for m in members)
+    y = y.astype(np.int64, copy=False)
+    order, starts, sizes = _cached_class_layout(y.tobytes()) if y.size <= _CACHED_LABELS else _class_layout(y)
+    num_classes = sizes.size
+    counts, slot, within = _batch_columns(num_classes, b)
+    smallest = int(sizes.min())
     if counts[0] > smallest:
         raise ValueError(
             f"batch_size {b} needs {counts[0]} samples of each class but the smallest class has {smallest}"
         )
-    streams = [np.empty(0, dtype=np.int64) for _ in members]
-    out = np.empty((steps, b), dtype=np.int64)
+    if steps == 0:
+        return np.empty((0, b), dtype=np.int64)
+    n = counts.size
+    size_of = sizes.tolist()
+    need_of = counts.tolist()
+    left = [0] * num_classes  # samples still in each class's stream
+    filled = [0] * num_classes  # samples ever put in each class's stream
+    refills: list[list[np.ndarray]] = [[] for _ in range(num_classes)]  # each stream = its refills end to end
+    chosen = np.empty((steps, n), dtype=np.int64)
+    first: list[int] = []  # where each slot of each batch starts in its class's stream, batch after batch
     for s in range(steps):
-        chosen = rng.permutation(classes.size)[: counts.size]
-        pos = 0
-        for k, ci in enumerate(chosen):
-            need = counts[k]
-            if streams[ci].size < need:  # refill; leftovers first, never a duplicate within a batch
-                fresh = members[ci][rng.permutation(members[ci].size)]
-                streams[ci] = np.concatenate([streams[ci], fresh[~np.isin(fresh, streams[ci])]])
-            out[s, pos : pos + need] = streams[ci][:need]
-            streams[ci] = streams[ci][need:]
-            pos += need
-    return out
+        chosen[s] = rng.permutation(num_classes)[:n]
+        for c, need in zip(chosen[s].tolist(), need_of):  # in batch order: that is the order of the draws
+            rest = left[c]
+            if rest < need:  # refill
+                fresh = rng.permutation(size_of[c])
+                if rest:  # leftovers first, never a duplicate within a batch
+                    new = np.ones(size_of[c], dtype=bool)  # not among the leftovers
+                    new[refills[c][-1][-rest:]] = False
+                    fresh = fresh[new[fresh]]
+                refills[c].append(fresh)
+                filled[c] += fresh.size
+                rest = size_of[c]
+            first.append(filled[c] - rest)
+            left[c] = rest - need
+    positions = np.concatenate([r for rs in refills for r in rs])  # class by class, within-class positions
+    stream = order[positions + np.repeat(starts, filled)]  # sample indices, class streams end to end
+    base = np.cumsum(filled) - filled
+    return stream[(base[chosen] + np.reshape(first, (steps, n)))[:, slot] + within]
