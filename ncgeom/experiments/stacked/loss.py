@@ -31,12 +31,21 @@ shift: large alpha, or z off the sphere) are recomputed with the exact masked ma
 full relative precision. dZ^T = Z^T G^T + Z^T G (d the rows of the products: the fast layout of a
 batched matmul with small d).
 
-Tiles: the work goes in [g, rows, B] tiles of at most :data:`TILE_ENTRIES` entries (a few in the CPU's
-L2 cache): for B^2 <= TILE_ENTRIES, groups of g = TILE_ENTRIES // B^2 whole runs; beyond, one run at a
-time in blocks of TILE_ENTRIES // B rows (dZ accumulated block by block: memory O(TILE_ENTRIES) for any B).
-Independence: every reduction is along the axes of one run and the row blocks depend on B only, so with
-a ``band_width`` that does not depend on the stack-mates, run r's values and gradient do not depend on them
-(nor on R), bit for bit. Memory: :func:`loss_bytes`.
+Tiles: the work goes in [g, rows, B'] tiles of at most :data:`TILE_ENTRIES` entries (a few in the CPU's
+L2 cache): for B'^2 <= TILE_ENTRIES, groups of g = TILE_ENTRIES // B'^2 whole runs; beyond, one run at a
+time in blocks of rows, a multiple of :data:`LANES` (dZ accumulated block by block: memory O(TILE_ENTRIES)
+for any B).
+
+Independence. Every reduction is along the axes of one run and the row blocks depend on B only. The
+elementwise transcendental functions (exp2, sigmoid, softplus, log) are the one trap: torch evaluates a
+contiguous tensor in SIMD chunks of up to :data:`LANES` elements and its last n mod (chunk) elements with
+the scalar function, whose last bit can differ (measured: exp2 and sigmoid of float32 on AVX2). So the
+batch is padded to B' = a multiple of :data:`LANES` (zero rows that carry no pair, and columns outside
+every N(i)), and every per-run slice of every tensor these functions see holds a multiple of LANES
+elements: no element of a run ever falls in a scalar tail, whatever the stack. With a ``band_width`` that
+does not depend on the stack-mates, run r's values and gradient then do not depend on them (nor on R), bit
+for bit, in float32 and float64 (tests/test_stacked_loss.py, tests/test_stacked.py). Memory:
+:func:`loss_bytes`.
 """
 
 from __future__ import annotations
@@ -47,11 +56,14 @@ from typing import Any, NamedTuple
 
 import torch
 
-__all__ = ["TILE_ENTRIES", "stacked_weighted", "loss_bytes"]
+__all__ = ["TILE_ENTRIES", "LANES", "stacked_weighted", "loss_bytes"]
 
 #: Entries of one [g, rows, B] tile (1 MiB in float32; measured fastest on a 2-core CPU with 1 MiB of L2
 #: per core, benchmarks/bench_stacked.py): whole runs when B^2 fits, row blocks of one run otherwise.
 TILE_ENTRIES = 1 << 18
+#: The batch is padded to a multiple of LANES rows (module docstring, "Independence"): twice the widest SIMD
+#: vector torch's CPU kernels use (AVX-512: 16 float32), the chunk its vectorized loops step by.
+LANES = 32
 
 _LOG2E = 1.0 / math.log(2.0)
 _LN2 = math.log(2.0)
@@ -59,15 +71,28 @@ _CACHE_SIZE = 8  # per-run coefficients kept (a stack reuses one set at every st
 _cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
 
 
-def loss_bytes(runs: int, batch: int, *, itemsize: int) -> int:
-    """Peak bytes of :func:`stacked_weighted` beyond its inputs and outputs: 3 tiles of :data:`TILE_ENTRIES`.
+def padded_size(batch: int) -> int:
+    """B' = B rounded up to a multiple of :data:`LANES` (module docstring, "Independence")."""
+    return -(-int(batch) // LANES) * LANES
 
-    (The tile's x, its tilted copy e0 and a temporary; the [R, B, n_max] band and [R, B, d] copies of z are
+
+def _tiling(runs: int, padded: int) -> tuple[int, int]:
+    """(rows per tile, runs per group) for a padded batch B': whole runs while B'^2 fits a tile, else blocks
+    of rows (a multiple of :data:`LANES`, at least LANES) of one run."""
+    rows = min(padded, max(LANES, TILE_ENTRIES // padded // LANES * LANES))
+    group = max(1, min(runs, TILE_ENTRIES // (padded * padded))) if rows == padded else 1
+    return rows, group
+
+
+def loss_bytes(runs: int, batch: int, *, itemsize: int) -> int:
+    """Peak bytes of :func:`stacked_weighted` beyond its inputs and outputs: 3 tiles of about :data:`TILE_ENTRIES`.
+
+    (The tile's x, its tilted copy e0 and a temporary; the [R, B', n_max] band and [R, B', d] copies of z are
     of the order of the inputs.)
     """
-    rows = min(int(batch), max(1, TILE_ENTRIES // max(int(batch), 1)))
-    group = max(1, min(int(runs), TILE_ENTRIES // max(int(batch) ** 2, 1))) if rows == batch else 1
-    return 3 * group * rows * int(batch) * int(itemsize)
+    padded = padded_size(max(int(batch), 1))
+    rows, group = _tiling(int(runs), padded)
+    return 3 * group * rows * padded * int(itemsize)
 
 
 def _cached(key: tuple[Any, ...], build):
@@ -97,20 +122,25 @@ class _Band(NamedTuple):
 
 
 def _band(ys: torch.Tensor, supervised: torch.Tensor, band_width: int | None, k: int | None,
-          dtype: torch.dtype) -> _Band:
+          dtype: torch.dtype, padded: int) -> _Band:
+    """The band of ``ys`` [R, B] (sorted labels), padded to ``padded`` rows that carry no pair."""
     runs, size = ys.shape
     device = ys.device
+    if padded > size:  # padding rows: a class of their own that is never valid (weight 0)
+        ys = torch.cat([ys, torch.full((runs, padded - size), int(ys.max()) + 1, device=device)], 1)
+    real = torch.arange(padded, device=device) < size
     start = torch.searchsorted(ys, ys, right=False)  # each row's class: columns [start, start + count)
-    count = torch.searchsorted(ys, ys, right=True) - start
+    count = torch.where(real, torch.searchsorted(ys, ys, right=True) - start, 1)  # a padding row: itself alone
     largest = int(count.max())
     if band_width is not None and band_width < largest:
         raise ValueError(f"band_width must be >= the largest class of a batch ({largest}), got {band_width}")
     band = torch.arange(largest if band_width is None else band_width, device=device)
-    rows = torch.arange(size, device=device)[None, :, None]
+    rows = torch.arange(padded, device=device)[None, :, None]
     inside = band < count[..., None]
     cols = torch.where(inside, start[..., None] + band, rows)
     num_neg = torch.where(supervised[:, None], size - count, torch.full_like(count, size - 1))
-    valid = (count >= 2) & (num_neg >= 1)
+    num_neg = torch.where(real, num_neg, 1)
+    valid = (count >= 2) & (num_neg >= 1) & real
     pos = inside & (cols != rows) & valid[..., None]
     pairs = pos.sum((1, 2))
     scale = torch.where(pairs > 0, 1.0 / pairs.clamp_min(1).to(dtype), torch.zeros((), dtype=dtype, device=device))
@@ -123,7 +153,7 @@ def _band(ys: torch.Tensor, supervised: torch.Tensor, band_width: int | None, k:
         valid=valid,
         log_nneg=log_nneg,
         logk=log_nneg if k is None else torch.full_like(log_nneg, math.log(k)),
-        ones=torch.ones(runs, size, 1, dtype=dtype, device=device),
+        ones=torch.ones(runs, padded, 1, dtype=dtype, device=device),
     )
 
 
@@ -158,10 +188,12 @@ def _rows_of(t: NamedTuple, r0: int, r1: int):
     return type(t)(*(f[r0:r1] for f in t))
 
 
-def _exact_rows(sim, idx, excluded, coefs, tiles, sums, shifts, finfo) -> None:
-    """Recompute rows idx = (run, row of the tile) of S, ``sim`` [n, B], with the exact masked maximum as shift."""
+def _exact_rows(sim, idx, excluded, real, coefs, tiles, sums, shifts, finfo) -> None:
+    """Recompute rows idx = (run, row of the tile) of S, ``sim`` [n, B'], with the exact masked maximum as shift
+    (the first ``real`` columns are the batch, the rest padding)."""
     r, i = idx
     keep = torch.ones_like(sim, dtype=torch.bool).scatter_(1, excluded[r, i], False)
+    keep[:, real:] = False
     for coef, tile, total, shift in zip(coefs, tiles, sums, shifts, strict=True):
         scaled = (sim * coef[r]).masked_fill_(~keep, finfo.min)
         m = scaled.amax(1)
@@ -172,9 +204,9 @@ def _exact_rows(sim, idx, excluded, coefs, tiles, sums, shifts, finfo) -> None:
 
 
 def _tile_pass(zs, bound, rows_aug, cols_aug, band: _Band, co: _Coefficients, i0: int, i1: int, detach: bool,
-               dzt: torch.Tensor | None) -> torch.Tensor:
-    """Loss sums [g] of the rows i0..i1-1 of a group of g runs; adds their part of dZ^T to ``dzt`` [g, d, B]."""
-    size = zs.shape[1]
+               dzt: torch.Tensor | None, real: int) -> torch.Tensor:
+    """Loss sums [g] of the rows i0..i1-1 of a group of g runs; adds their part of dZ^T to ``dzt`` [g, d, B']
+    (the first ``real`` rows and columns are the batch, the rest padding)."""
     finfo = torch.finfo(zs.dtype)
     hard = any(co.hard)
     cols, excluded, weight = band.cols[:, i0:i1], band.excluded[:, i0:i1], band.weight[:, i0:i1]
@@ -182,11 +214,12 @@ def _tile_pass(zs, bound, rows_aug, cols_aug, band: _Band, co: _Coefficients, i0
     x = torch.bmm(rows_aug[:, i0:i1], cols_aug)  # log2(e) alpha (S - bound) <= 0
     x_pos = torch.gather(x, 2, cols)
     x.scatter_(2, excluded, band.blank[:, i0:i1])  # exp2 gives 0 outside N(i)
+    x[:, :, real:] = -math.inf  # and 0 at the padding columns
     e0 = torch.mul(x, co.ratio).exp2_() if hard else None  # exp(b S_im - b bound_i)
     e1 = x.exp2_()  # exp(alpha S_im - alpha bound_i)
     s1 = e1.sum(2)
     s0 = e0.sum(2) if e0 is not None else None
-    threshold = finfo.tiny * float(size) ** 2 / finfo.eps
+    threshold = finfo.tiny * float(real) ** 2 / finfo.eps
     low = (s1 if s0 is None else torch.minimum(s1, s0)) < threshold
     low &= band.valid[:, i0:i1]
     shift1 = co.alpha * bound
@@ -194,11 +227,11 @@ def _tile_pass(zs, bound, rows_aug, cols_aug, band: _Band, co: _Coefficients, i0
     if bool(low.any()):  # exact masked maximum for the rows whose sum underflows
         r, i = torch.nonzero(low, as_tuple=True)
         idx = (r, i)
-        sim = torch.bmm(zs[r, i + i0][:, None, :], zs[r].mT)[:, 0]  # [n, B]
+        sim = torch.bmm(zs[r, i + i0][:, None, :], zs[r].mT)[:, 0]  # [n, B']
         if e0 is not None and s0 is not None:
-            _exact_rows(sim, idx, excluded, (co.alpha, co.b), (e1, e0), (s1, s0), (shift1, shift0), finfo)
+            _exact_rows(sim, idx, excluded, real, (co.alpha, co.b), (e1, e0), (s1, s0), (shift1, shift0), finfo)
         else:
-            _exact_rows(sim, idx, excluded, (co.alpha,), (e1,), (s1,), (shift1,), finfo)
+            _exact_rows(sim, idx, excluded, real, (co.alpha,), (e1,), (s1,), (shift1,), finfo)
     s1c = s1.clamp_min(finfo.tiny)
     lse1 = shift1 + torch.log(s1c)
     s0c = None
@@ -227,8 +260,8 @@ def _tile_pass(zs, bound, rows_aug, cols_aug, band: _Band, co: _Coefficients, i0
 
 
 def _group_pass(zs: torch.Tensor, band: _Band, co: _Coefficients, rows_per_tile: int, detach: bool,
-                need_grad: bool):
-    """(losses [g], dZ^T [g, d, B] of the sorted rows, or None) of a group of g runs (module docstring)."""
+                need_grad: bool, real: int):
+    """(losses [g], dZ^T [g, d, B'] of the sorted, padded rows, or None) of a group of g runs (module docstring)."""
     norms = torch.linalg.vector_norm(zs, dim=2)
     bound = norms * norms.amax(1, keepdim=True)  # [g, B] >= S_im: the shift is M_i = alpha bound_i
     # x = log2(e) alpha (S - bound) <= 0 from ONE matmul: rows log2(e) alpha [z_i, -bound_i], columns [z_m, 1]
@@ -236,8 +269,8 @@ def _group_pass(zs: torch.Tensor, band: _Band, co: _Coefficients, rows_per_tile:
     cols_aug = torch.cat([zs, band.ones], 2).mT.contiguous()  # [g, d + 1, B]
     size = zs.shape[1]
     dzt = torch.zeros_like(cols_aug[:, :-1]) if need_grad else None
-    parts = [_tile_pass(zs, bound, rows_aug, cols_aug, band, co, i0, min(i0 + rows_per_tile, size), detach, dzt)
-             for i0 in range(0, size, rows_per_tile)]
+    parts = [_tile_pass(zs, bound, rows_aug, cols_aug, band, co, i0, min(i0 + rows_per_tile, size), detach, dzt,
+                        real) for i0 in range(0, size, rows_per_tile)]
     losses = parts[0]
     for p in parts[1:]:
         losses = losses + p
@@ -250,20 +283,22 @@ def _pass(z, labels, supervised, b, tau, k, detach_weights, band_width, need_gra
     dtype, device = z.dtype, z.device
     order = torch.sort(labels, dim=1, stable=True)
     perm, ys = order.indices, order.values
-    band = _band(ys, supervised, band_width, k, dtype)
+    padded = padded_size(size)
+    band = _band(ys, supervised, band_width, k, dtype, padded)
     co = _cached(("coefficients", tuple(b.tolist()), tuple(tau.tolist()), dtype, str(device)),
                  lambda: _coefficients(b, tau, dtype, device))
     index = perm[:, :, None].expand_as(z)
     zs = torch.gather(z, 1, index)
-    rows = min(size, max(1, TILE_ENTRIES // size))  # rows per tile, then runs per group
-    group = max(1, TILE_ENTRIES // (size * size)) if rows == size else 1
+    if padded > size:  # zero rows: no pair, and the padding columns are cut from every N(i)
+        zs = torch.cat([zs, zs.new_zeros(runs, padded - size, zs.shape[2])], 1)
+    rows, group = _tiling(runs, padded)
     parts = [_group_pass(zs[r0:r0 + group], _rows_of(band, r0, r0 + group), _rows_of(co, r0, r0 + group), rows,
-                         detach_weights, need_grad) for r0 in range(0, runs, group)]
+                         detach_weights, need_grad, size) for r0 in range(0, runs, group)]
     losses = torch.cat([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
     if not need_grad:
         return losses, None
     dzt = torch.cat([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
-    return losses, torch.empty_like(z).scatter_(1, index, dzt.mT)
+    return losses, torch.empty_like(z).scatter_(1, index, dzt[:, :, :size].mT)
 
 
 class _StackedWeighted(torch.autograd.Function):
