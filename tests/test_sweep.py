@@ -77,6 +77,38 @@ def test_run_names_are_stable_and_distinct(spec_file):
     assert names == [run_name(c, spec.grid_keys("quick")) for c in expand(load_spec(spec_file), scale="quick")]
 
 
+def test_seeds_key_repeats_every_grid_point_of_its_scale():
+    base = {"classes": 3, "samples_per_class": 6, "batch_size": 18}
+    spec = spec_from_dict({"base": base, "grid": {"beta": [0.0, 1.0]}, "quick": {"seeds": [4, 2, 9]},
+                           "full": {"grid": [{"setting": ["ucl"]}, {"setting": ["hucl"], "beta": [5.0]}], "seeds": [0, 1]}})
+    quick = expand(spec, scale="quick")
+    assert sorted((c.beta, c.seed) for c in quick) == [(b, s) for b in (0.0, 1.0) for s in (2, 4, 9)]
+    assert sorted((c.setting, c.seed) for c in expand(spec, scale="full")) == [
+        ("hucl", 0), ("hucl", 1), ("ucl", 0), ("ucl", 1)]
+    assert [c.seed for c in expand(spec, scale="tiny")] == [0, 0]  # no seeds key: the config's seed
+    for shipped in spec_names():  # >= 3 seeds per grid point at the quick scale, >= 5 at the full one
+        for scale, least in (("quick", 3), ("full", 5)):
+            points: dict = {}
+            for c in expand(load_spec(shipped), scale=scale):
+                points.setdefault(c.replace(seed=0), set()).add(c.seed)
+            assert min(len(s) for s in points.values()) >= least, (shipped, scale)
+
+
+@pytest.mark.parametrize("text, where", [
+    ("[quick]\nseeds = []\n", "seeds"),
+    ("[quick]\nseeds = [1, 1]\n", "distinct"),
+    ("[quick]\nseeds = [-1]\n", "seeds"),
+    ("[quick]\nseeds = 3\n", "seeds"),
+    ("[quick]\nseed = 1\nseeds = [1, 2]\n", "not both"),
+    ("[grid]\nseed = [1, 2]\n[quick]\nseeds = [1, 2]\n", "must not list seed"),
+])
+def test_bad_seeds_are_rejected(tmp_path, text, where):
+    p = tmp_path / "bad.toml"
+    p.write_text("[base]\nclasses = 3\nsamples_per_class = 6\nbatch_size = 18\n" + text)
+    with pytest.raises(ValueError, match=where):
+        load_spec(p)
+
+
 @pytest.mark.parametrize("text, where", [
     ("[base]\nlr = -1.0\n", "lr"),
     ("[base]\nsetting = 'xcl'\n", "setting"),

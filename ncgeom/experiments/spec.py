@@ -17,8 +17,10 @@ Format::
     [[tiny.grid]]                         # its fields override [base], its [[<scale>.grid]]
     setting = ["scl"]                     # tables (if any) replace the grid
     [quick]
+    seeds = [0, 1, 2]                     # every grid point of this scale once per seed
     [full]
     epochs = 500
+    seeds = [0, 1, 2, 3, 4]
 
 The claim specs ship inside the package (``ncgeom/experiments/specs/<name>.toml``, read with
 importlib.resources): :func:`spec_names` lists them and :func:`load_spec` takes a shipped name or a path.
@@ -156,14 +158,16 @@ def spec_from_dict(raw: dict[str, Any], *, path: str | None = None, shipped: boo
         raise ValueError(f"{where}: name must use letters, digits, '_', '.', '-' only, got {name!r}")
     base = _fields_table(raw.get("base", {}), f"{where}: base")
     scales = {}
+    top_grids = _parse_grids(raw.get("grid", {}), f"{where}: grid")
     for s in SCALES:
         over = _fields_table(raw.get(s, {}), f"{where}: {s}", allow_grid=True)
         if "grid" in over:
             over["grid"] = _parse_grids(over["grid"], f"{where}: {s}.grid")
+        if "seeds" in over:
+            over["grid"] = _with_seeds(over.pop("seeds"), over, top_grids, f"{where}: {s}")
         scales[s] = over
     claim = raw.get("claim")
-    spec = SweepSpec(str(name), str(raw.get("description", "")), claim, base,
-                     _parse_grids(raw.get("grid", {}), f"{where}: grid"), scales, path, shipped)
+    spec = SweepSpec(str(name), str(raw.get("description", "")), claim, base, top_grids, scales, path, shipped)
     for scale in SCALES:
         count = grid_size(spec, scale)
         if count > MAX_GRID_RUNS:
@@ -181,13 +185,32 @@ def grid_size(spec: SweepSpec, scale: str) -> int:
     return sum(math.prod(len(v) for v in g.values()) for g in spec.grids_at(scale))
 
 
+def _with_seeds(seeds: Any, over: dict, top_grids: tuple[dict, ...], where: str) -> tuple[dict, ...]:
+    """The grids of a scale with ``seed`` = ``seeds`` added to every table (the scale's ``seeds`` key)."""
+    if not isinstance(seeds, list) or not seeds:
+        raise ValueError(f"{where}.seeds: expected a non-empty list of seeds (integers >= 0), got {_show(seeds)}")
+    for j, value in enumerate(seeds):
+        problem = field_type_error("seed", value, many=True)
+        if problem:
+            raise ValueError(f"{where}.seeds[{j}]: {problem}")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"{where}.seeds: the seeds must be distinct, got {seeds}")
+    if "seed" in over:
+        raise ValueError(f"{where}: give either seed or seeds, not both")
+    grids = over.get("grid", top_grids)
+    for i, g in enumerate(grids):
+        if "seed" in g:
+            raise ValueError(f"{where}: seeds is given, so grid table {i} must not list seed too")
+    return tuple({**g, "seed": tuple(seeds)} for g in grids)
+
+
 def _fields_table(raw: Any, where: str, *, allow_grid: bool = False) -> dict:
     """A table of config fields with the right types (a grid key kept as it is when ``allow_grid``)."""
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: expected a table of config fields, got {_show(raw)}")
     out = {}
     for key, value in raw.items():
-        if allow_grid and key == "grid":
+        if allow_grid and key in ("grid", "seeds"):
             out[key] = value
             continue
         if key not in _FIELD_NAMES:
