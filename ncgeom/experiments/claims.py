@@ -1,8 +1,10 @@
 """The claims of docs/theory.md, section 9: each a shipped sweep spec plus an evaluation into verdict rows.
 
 Each :class:`Claim` names its spec (``ncgeom/experiments/specs/<spec>.toml``, scales tiny/quick/full)
-and an evaluation (:mod:`ncgeom.experiments.evaluations`, where the NC and DC thresholds are stated)
-that turns the finished runs' summaries into :class:`ClaimRecord` rows. :func:`run_claims` runs the
+and an evaluation (:mod:`ncgeom.experiments.evaluations`, where the NC and DC thresholds and the verdict
+rules are stated) that turns the finished runs' summaries into :class:`ClaimRecord` rows: each row decides
+on the mean over seeds of its grid point, with a 95 % interval (``n_seeds``, ``interval``,
+``interval_method``; docs/theory.md, section 9, "Verdict rules"). :func:`run_claims` runs the
 sweeps of several claims on one executor and writes one :class:`ClaimResult` file per claim,
 ``OUT/claims/<id>.json``; ``ncgeom reproduce`` and ``ncgeom sweep`` use it.
 """
@@ -30,7 +32,7 @@ from ncgeom.vocabulary import DEFAULT_ENGINE, SCALES, Engine, Verdict
 
 __all__ = [
     "Claim", "CLAIMS", "ClaimRecord", "ClaimResult", "claim_spec", "evaluate_claim", "load_summaries",
-    "run_claims", "records_markdown", "claim_run_counts",
+    "run_claims", "records_markdown", "verdict_text", "claim_run_counts",
 ]
 
 
@@ -96,6 +98,11 @@ class ClaimResult:
         """The verdict of the claim's ``overall`` row (None without one)."""
         return next((r.verdict for r in self.rows if r.setting == "overall"), None)
 
+    @property
+    def n_seeds(self) -> int | None:
+        """Seeds per grid point of the claim's ``overall`` row (the fewest over the rows it decides on)."""
+        return next((r.n_seeds for r in self.rows if r.setting == "overall"), None)
+
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out.update(failed_runs=list(self.failed_runs), rows=[r.to_dict() for r in self.rows])
@@ -134,7 +141,7 @@ def evaluate_claim(claim_id: str, results: SweepResult | Sequence[RunSummary]) -
     claim = _claim(claim_id)
     summaries = results.summaries() if isinstance(results, SweepResult) else list(results)
     if not any(s.status == "completed" for s in summaries):
-        return (ClaimRecord(claim.id, "overall", "-", claim.statement, "no finished runs", Verdict.INCONCLUSIVE),)
+        return (ClaimRecord(claim.id, "overall", "-", claim.statement, "no finished runs", Verdict.INCONCLUSIVE, 0),)
     rows = claim.evaluate(summaries)
     bad = [s for s in summaries if s.status != "completed"]
     if bad:
@@ -253,10 +260,18 @@ def _shared(executor: Executor | None, workers: int, scheduler):
 
 
 def records_markdown(records: Iterable[ClaimRecord]) -> str:
-    """A markdown table (claim | setting | metric | expected | observed | verdict) of ClaimRecords."""
-    lines = ["| claim | setting | metric | expected | observed | verdict |", "|---|---|---|---|---|---|"]
+    """A markdown table of ClaimRecords: claim | setting | metric | expected | observed | 95% interval | seeds |
+    verdict ("context" for a row that decides nothing; the overall verdict in bold)."""
+    lines = ["| claim | setting | metric | expected | observed | 95% interval | seeds | verdict |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in records:
-        verdict = "-" if r.verdict is None else r.verdict.value
-        cells = [r.claim, r.setting, r.metric, r.expected, r.observed, f"**{verdict}**" if r.setting == "overall" else verdict]
+        verdict = verdict_text(r)
+        cells = [r.claim, r.setting, r.metric, r.expected, r.observed, r.interval_text(),
+                 "-" if r.n_seeds is None else str(r.n_seeds), f"**{verdict}**" if r.setting == "overall" else verdict]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def verdict_text(record: ClaimRecord) -> str:
+    """The verdict of a row as tables show it: its Verdict's value, or "context" for a context row."""
+    return "context" if record.verdict is None else record.verdict.value

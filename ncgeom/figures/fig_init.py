@@ -4,7 +4,10 @@ Top row: distance to the simplex ETF vs epoch; bottom row: smallest normalized c
 (a dimensional-collapse indicator: near 1 at NC with d = C-1, orders of magnitude below 1 under DC),
 log axis. Left column SCL/HSCL, right column UCL/HUCL; colour = beta, solid = near-NC initialization
 (a random-orientation ETF plus noise; claim-7 sweep), dashed = random initialization (the runs of the
-same setting and beta in the claim-6, else claim-1 or claim-3, sweeps). Bears on claim 7 of docs/theory.md,
+same setting and beta in the claim-6, else claim-1 or claim-3, sweeps). The two kinds of curve need not share
+hyperparameters: the claim-7 runs use lr 0.05, the claim-6 runs lr 0.01 (and their own budget), so the
+legend gives each curve's learning rate and the solid-vs-dashed comparison is not at equal lr. Bears on
+claim 7 of docs/theory.md,
 section 9 (from near-NC, SCL/HSCL stay at NC; HUCL with beta in {10, 30} drifts away with dimensional
 collapse), i.e. on NC as a minimizer (Theorem 2) and the HUCL open problem. Reads those sweeps under
 ``<results>/sweeps/``.
@@ -29,7 +32,7 @@ _LS = {"near_nc": "-", "random": "--"}
 
 
 def _label(run) -> str:
-    return f"{family_label(run)}, {'near-NC' if run.config.init == 'near_nc' else 'random'} init"
+    return f"{family_label(run)}, {'near-NC' if run.config.init == 'near_nc' else 'random'} init, lr {run.config.lr:g}"
 
 
 def _key(run):
@@ -71,7 +74,11 @@ def plot(results: Path, out: Path) -> list[Path]:
             axes[row][col].set_xlabel("epoch")
     handles, labels = legend_entries(axes[0])
     fig.legend(handles, labels, loc="outside right center", fontsize=7.5)
-    fig.suptitle(f"Near-NC (solid) vs random (dashed) initialization, Gaussian data, C = {runs[0].config.classes}", fontsize=10)
+    lrs = {init: sorted({r.config.lr for r in runs if r.config.init == init}) for init in _LS}
+    names = {"near_nc": "near-NC", "random": "random"}
+    lr_text = "; ".join(f"{names[init]} lr {', '.join(f'{x:g}' for x in v)}" for init, v in lrs.items() if v)
+    fig.suptitle(f"Near-NC (solid) vs random (dashed) initialization, Gaussian data, C = {runs[0].config.classes} "
+                 f"({lr_text})", fontsize=10)
     return save_figure(fig, out, NAME)
 
 
