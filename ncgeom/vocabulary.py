@@ -37,6 +37,8 @@ __all__ = [
     "BACKENDS",
     "Reduction",
     "REDUCTIONS",
+    "Convention",
+    "CONVENTIONS",
     "ModelKind",
     "MODEL_KINDS",
     "Dataset",
@@ -50,6 +52,8 @@ __all__ = [
     "DEFAULT_ENGINE",
     "Verdict",
     "VERDICTS",
+    "Evidence",
+    "EVIDENCE",
 ]
 
 # --- settings (docs/theory.md, section 3) ---------------------------------------------------------
@@ -106,6 +110,12 @@ BACKENDS: tuple[Backend, ...] = ("auto", "dense", "blocked", "triton")
 Reduction = Literal["mean", "sum", "none"]  # of the per-pair values l_ij of a batch loss
 REDUCTIONS: tuple[Reduction, ...] = ("mean", "sum", "none")
 
+# Which pairs a batch loss counts (docs/conventions.md, section 2.4): "theory" (docs/theory.md, section 7:
+# j != i positives; UCL/HUCL negatives m != i) or "authors" (the paper's code, rjiang03/HCL: the anchor is
+# also its own positive, and UCL/HUCL negatives range over the whole batch, the anchor included).
+Convention = Literal["theory", "authors"]
+CONVENTIONS: tuple[Convention, ...] = ("theory", "authors")
+
 # --- representations (docs/theory.md, section 1) --------------------------------------------------
 Normalization = Literal["none", "ball", "sphere"]
 NORMALIZATIONS: tuple[Normalization, ...] = ("none", "ball", "sphere")
@@ -128,12 +138,11 @@ SCALES: tuple[Scale, ...] = ("tiny", "quick", "full")
 
 # How a sweep trains its runs (docs/experiments.md, "Engines"): stacks of runs of equal shapes as one
 # computation (ncgeom.experiments.stacked) or one run after another (ncgeom.experiments.train.run). The
-# default stays "sequential" while a float32 run of the batched engine can differ in its last bits with the
-# runs that share its stack (float64 is bitwise independent of them): resume and re-splitting must give
-# the same numbers as an uninterrupted sweep.
+# default is "batched": a run of a stack is bitwise the run trained alone in the stack engine (float32 and
+# float64, one thread per worker), so resume and re-splitting give an uninterrupted sweep's numbers.
 Engine = Literal["batched", "sequential"]
 ENGINES: tuple[Engine, ...] = ("batched", "sequential")
-DEFAULT_ENGINE: Engine = "sequential"
+DEFAULT_ENGINE: Engine = "batched"
 
 
 # --- claims (docs/theory.md, section 9) -----------------------------------------------------------
@@ -147,3 +156,12 @@ class Verdict(enum.StrEnum):
 
 
 VERDICTS: tuple[str, ...] = tuple(v.value for v in Verdict)
+
+
+# --- kinds of evidence (docs/theory.md, section 9; `ncgeom verify`) ---------------------------------
+# What a check's pass is worth: "exact" (exact arithmetic, a symbolic identity or an interval enclosure:
+# a proof for the instance checked), "independent" (two computations that share no code path agree),
+# "numerical" (a floating-point search or optimization: evidence, not proof), "self-test" (the checker
+# is fed a statement known to be false and must reject it: evidence about the checker, not the paper).
+Evidence = Literal["exact", "independent", "numerical", "self-test"]
+EVIDENCE: tuple[Evidence, ...] = ("exact", "independent", "numerical", "self-test")

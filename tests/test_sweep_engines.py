@@ -8,8 +8,8 @@ default (blocked), so a step's loss agrees to a few B eps and T steps of Adam to
 amplification of training, allowed to be 100: TOL = 100 T B eps in float64 (the specs below set
 ``dtype = "float64"``), the metrics (float64, O(1) condition on these runs) to 10 TOL. Between stacks of
 different composition (resume, another worker count) a float64 run is bitwise equal: every reduction of
-a stack is per run (tests/test_stacked.py::test_run_does_not_depend_on_its_stack_mates; in float32 it is
-not, see docs/experiments.md, "Engines").
+a stack is per run and the stacked loss pads batches so that no run's elementwise values fall in a SIMD
+tail (tests/test_stacked.py; docs/experiments.md, "Engines"), and a float32 run is bitwise equal too.
 """
 
 from __future__ import annotations
@@ -167,7 +167,15 @@ def test_claim_verdicts_are_the_same_with_both_engines(tmp_path):
     assert [(r.setting, r.metric, r.verdict) for r in rows_s] == [(r.setting, r.metric, r.verdict) for r in rows_b]
 
 
-def test_two_workers_with_stacks_equal_one_worker_bitwise(spec_path, tmp_path):
+def _spec_of(dtype: str, tmp_path: Path) -> Path:
+    path = tmp_path / f"engines-{dtype}.toml"
+    path.write_text(SPEC.replace('dtype = "float64"', f'dtype = "{dtype}"'))
+    return path
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_two_workers_with_stacks_equal_one_worker_bitwise(dtype, tmp_path):
+    spec_path = _spec_of(dtype, tmp_path)
     serial = run_sweep(spec_path, tmp_path / "one", scale="quick")  # 2 stacks: 8 unconstrained, 2 linear
     # fork start method: the workers inherit the imports, so the test stays fast; 2 workers: stacks of <= 5
     with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("fork")) as ex:
@@ -175,7 +183,9 @@ def test_two_workers_with_stacks_equal_one_worker_bitwise(spec_path, tmp_path):
     _assert_same_finals(serial, pooled, tol=0.0)
 
 
-def test_resume_reruns_only_the_run_without_summary(spec_path, tmp_path):
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_resume_reruns_only_the_run_without_summary(dtype, tmp_path):
+    spec_path = _spec_of(dtype, tmp_path)
     out = tmp_path / "out"
     first = run_sweep(spec_path, out, scale="quick")
     stamps = {r.name: (out / r.name / "summary.json").stat().st_mtime_ns for r in first.runs}

@@ -1,6 +1,6 @@
 """Sweeps: every config of a spec run in parallel, resumably, summarized as CSV; the one executor builder.
 
-Two engines (``engine``; the default is ``sequential``, ncgeom.vocabulary.DEFAULT_ENGINE): ``batched`` cuts the runs to do into stacks of equal shapes
+Two engines (``engine``; the default is ``batched``, ncgeom.vocabulary.DEFAULT_ENGINE): ``batched`` cuts the runs to do into stacks of equal shapes
 (:func:`plan_units`: grouped by :func:`~ncgeom.experiments.stacked.stack_key`, cut by the memory budget
 of a worker and so that every worker gets work) and trains each stack as one task with
 :func:`~ncgeom.experiments.stacked.run_stack`; ``sequential`` trains one run per task with
