@@ -185,3 +185,16 @@ def test_stack_key_groups_shapes_not_losses():
     assert group_stacks([a, c, b]) == [[0, 2], [1]]
     with pytest.raises(ValueError, match="stack_key"):
         run_stack([a, c])
+
+
+@pytest.mark.parametrize("case", ["unconstrained-weighted", "unconstrained-sampled", "linear-weighted-noise"])
+def test_authors_convention_stack_matches_sequential(case):
+    """convention="authors" goes through batch_loss per run (the stacked kernel has the theory's pairs only):
+    the sequential computation operation for operation, except the linear model's baddbmm (TOL)."""
+    config = _config(**CASES[case], convention="authors", setting="hucl", beta=5.0)
+    sequential = run(config)
+    [stacked] = run_stack([config])
+    _assert_same_run(sequential, stacked, tol=0.0 if config.model == "unconstrained" else TOL)
+    theory = run(config.replace(convention="theory"))
+    assert [r.loss for r in theory.history] != [r.loss for r in stacked.history]  # the convention took effect
+    assert stack_key(config) != stack_key(config.replace(convention="theory"))

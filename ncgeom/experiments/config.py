@@ -26,6 +26,7 @@ from ncgeom.data import class_prior, digits_class_sizes, digits_train_size, spli
 from ncgeom.validate import require_choice, require_int, require_real
 from ncgeom.vocabulary import (
     BACKENDS,
+    CONVENTIONS,
     DATASETS,
     ESTIMATORS,
     MODEL_KINDS,
@@ -34,6 +35,7 @@ from ncgeom.vocabulary import (
     PSI_NAMES,
     SETTINGS,
     Backend,
+    Convention,
     Dataset,
     Estimator,
     ModelKind,
@@ -44,7 +46,7 @@ from ncgeom.vocabulary import (
 )
 
 __all__ = ["Config", "config_fields", "config_from_dict", "field_type_error", "field_kind", "expected_type",
-           "COUPLED_FIELDS", "MAX_CLASSES", "MAX_TRAIN_SAMPLES", "MAX_EPOCHS"]
+           "COUPLED_FIELDS", "LATE_FIELDS", "MAX_CLASSES", "MAX_TRAIN_SAMPLES", "MAX_EPOCHS"]
 
 #: Structural limits, the same on every machine (the memory budget is checked when a run starts): a
 #: simplex ETF of C classes needs d >= C - 1, and C = 10^6 classes is far beyond any experiment of the
@@ -53,6 +55,9 @@ MAX_CLASSES = 1_000_000
 MAX_TRAIN_SAMPLES = 100_000_000
 #: The paper trains for hundreds of epochs; 10^6 bounds the history a run keeps in memory and on disk.
 MAX_EPOCHS = 1_000_000
+
+#: Fields added after runs had been saved: written by Config.to_dict only when they differ from their default.
+LATE_FIELDS: frozenset[str] = frozenset({"convention"})
 
 INITS: tuple[str, ...] = ("random", "near_nc")
 DTYPES: tuple[str, ...] = ("float32", "float64")
@@ -77,6 +82,8 @@ class Config:
     psi: PsiName = _f("infonce", "psi for the sampled estimator: infonce, infonce-mean or triplet (the weighted estimator is InfoNCE)", choices=PSI_NAMES)
     margin: float = _f(1.0, "triplet margin (psi='triplet' only)")
     detach_weights: bool = _f(True, "no gradient through the tilt weights, as in the authors' code [code]")
+    convention: Convention = _f(
+        "theory", "which pairs the batch loss counts: theory (docs/theory.md, section 7) or authors (the paper's code: the anchor is its own positive, UCL/HUCL negatives include the anchor; docs/conventions.md, section 2.4)", choices=CONVENTIONS)
     # --- representation
     norm: Normalization = _f(
         "sphere", "feature normalization: none, ball (clip to the unit ball) or sphere; the theorems need ball or sphere", choices=NORMALIZATIONS)
@@ -129,8 +136,15 @@ class Config:
         return self.classes * self.samples_per_class
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as a dict; a field of :data:`LATE_FIELDS` only when it differs from its default.
+
+        Leaving a late field out at its default keeps the files and the run names (a hash of
+        :meth:`to_json`, ncgeom.experiments.spec.run_name) of the runs made before it existed unchanged, so a
+        sweep resumes them; :func:`config_from_dict` gives a missing field its default.
+        """
         # every field is a scalar: no deep copy needed (dataclasses.asdict was 40% of a sweep's validation)
-        return {f.name: getattr(self, f.name) for f in _FIELDS}
+        return {f.name: value for f in _FIELDS
+                if (value := getattr(self, f.name)) != f.default or f.name not in LATE_FIELDS}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -213,7 +227,7 @@ def config_from_dict(values: dict[str, Any], *, source: str | None = None) -> Co
 COUPLED_FIELDS: frozenset[str] = frozenset({
     "estimator", "psi", "num_negatives", "dataset", "classes", "init", "model", "dim", "positives",
     "samples_per_class", "test_per_class", "input_dim", "batch_size", "imbalance", "test_fraction", "dtype",
-    "hidden_dim", "depth", "epochs", "metrics_every",
+    "hidden_dim", "depth", "epochs", "metrics_every", "convention", "backend",
 })
 
 
@@ -280,6 +294,9 @@ def _validate(c: Config) -> None:
         raise ValueError(f"detach_weights must be true or false, got {c.detach_weights!r}")
     if c.estimator == "weighted" and c.psi != "infonce":
         raise ValueError(f"psi must be 'infonce' with estimator='weighted' (the weighted estimator is InfoNCE), got {c.psi!r}")
+    if c.convention != "theory" and c.backend == "triton":
+        raise ValueError(f"convention={c.convention!r} needs backend 'auto', 'dense' or 'blocked': the triton kernel "
+                         "implements convention='theory' only")
     if c.estimator == "sampled" and c.num_negatives == "batch":
         raise ValueError("num_negatives must be an integer with estimator='sampled', got 'batch'")
     classes = require_int("classes", c.classes, min_value=2, max_value=10 if c.dataset == "digits" else MAX_CLASSES)

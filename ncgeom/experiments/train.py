@@ -117,7 +117,9 @@ def run_nc_value(config: Config) -> tuple[float, str]:
     """The closed-form loss at neural collapse for the estimator ``config`` optimizes, and its source.
 
     - weighted estimator, label positives: ``ncgeom.theory.batch_nc_value`` with the class counts of a
-      class-balanced batch (docs/theory.md, section 7; padded with zeros to C classes);
+      class-balanced batch (docs/theory.md, section 7; padded with zeros to C classes); under
+      ``convention="authors"`` the batch loss evaluated (float64) at that batch placed exactly at NC (the
+      closed form counts the theory's pairs);
     - weighted estimator, noise positives: the batch loss evaluated (float64) at an exact NC two-view
       batch (both views of a class-c sample at the ETF vertex v_c, instance ids as labels);
     - sampled estimator: ``ncgeom.theory.nc_value`` (section 5; the population collision probability
@@ -135,7 +137,7 @@ def run_nc_value(config: Config) -> tuple[float, str]:
         value = nc_value(config.setting, psi, num_classes=c, num_negatives=config.num_negatives,
                          beta=config.beta, tau=config.tau, margin=config.margin)
         return float(value), "nc_value (docs/theory.md, section 5, population collision probability)"
-    if config.positives == "label":
+    if config.positives == "label" and config.convention == "theory":
         full = np.zeros(c, dtype=np.int64)
         full[: counts.size] = counts
         value = batch_nc_value(config.setting, class_counts=full, num_negatives=config.num_negatives,
@@ -143,9 +145,15 @@ def run_nc_value(config: Config) -> tuple[float, str]:
         return float(value), "batch_nc_value (docs/theory.md, section 7, class-balanced batch counts)"
     y = np.repeat(np.arange(counts.size), counts)
     z = torch.as_tensor(simplex_etf(c)[y], dtype=torch.float64)
+    if config.positives == "label":
+        loss = batch_loss(z, torch.as_tensor(y), config.setting, beta=config.beta, tau=config.tau,
+                          num_negatives=config.num_negatives, estimator="weighted", backend="dense",
+                          convention=config.convention)
+        return float(loss), "batch_loss at an exact NC class-balanced batch (docs/conventions.md, section 2.4)"
     ids = torch.arange(y.size).repeat(2)
     loss = batch_loss(torch.cat([z, z]), ids, config.setting, beta=config.beta, tau=config.tau,
-                      num_negatives=config.num_negatives, estimator="weighted", backend="dense")
+                      num_negatives=config.num_negatives, estimator="weighted", backend="dense",
+                      convention=config.convention)
     return float(loss), "batch_loss at an exact NC two-view batch (docs/theory.md, section 7, instance ids)"
 
 
@@ -198,7 +206,7 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
         return batch_loss(
             z, labels, config.setting, beta=config.beta, tau=config.tau, num_negatives=config.num_negatives,
             estimator=config.estimator, psi=psi, detach_weights=config.detach_weights, reduction="mean",
-            generator=generator if sampled else None, backend=config.backend,
+            generator=generator if sampled else None, backend=config.backend, convention=config.convention,
         )
 
     steps = math.ceil(data.num_train / config.batch_size)

@@ -23,11 +23,13 @@ from ncgeom.ranges import require_beta, require_tau
 from ncgeom.validate import require_choice, require_finite_array, require_int
 from ncgeom.vocabulary import (
     BACKENDS,
+    CONVENTIONS,
     ESTIMATORS,
     PSI_NAMES,
     REDUCTIONS,
     SETTINGS,
     Backend,
+    Convention,
     Estimator,
     PsiName,
     Reduction,
@@ -59,7 +61,8 @@ class PairLosses:
         l_ij for every pair, in canonical order (anchor i ascending, then positive j ascending); attached
         to the autograd graph of ``z``.
     anchors, positives : Tensor [P] (long)
-        i and j of each pair; j in P(i) = {j != i : y_j = y_i}.
+        i and j of each pair; j in P(i) = {j != i : y_j = y_i} (convention "theory"; j = i included under
+        "authors").
     negatives : Tensor [P, k] (long) or None
         For the sampled estimator, the drawn negatives m_1..m_k of each pair (padded with -1 when
         k = "batch" makes k vary by anchor); None for the weighted estimator.
@@ -107,6 +110,7 @@ def batch_loss(
     generator: torch.Generator | None = None,
     backend: Backend = "auto",
     block_size: int | None = None,
+    convention: Convention = "theory",
 ) -> torch.Tensor:
     """Batch estimator of the SCL / HSCL / UCL / HUCL loss (docs/theory.md section 7; jiang2025hard).
 
@@ -123,6 +127,14 @@ def batch_loss(
 
     and the **sampled** estimator (the authors' code) draws m_1..m_k ~ q_i i.i.d. for each pair and returns
     psi_k(S_{i m_1} - S_ij, ..., S_{i m_k} - S_ij).
+
+    These are the pairs of the "theory" convention (docs/theory.md section 7). ``convention="authors"``
+    reproduces the paper's code (rjiang03/HCL, ``nce_supervised_easy`` / ``nce_supervised_hard``;
+    docs/conventions.md, section 2.4): P(i) = {j : y_j = y_i}, the anchor counted as its own positive (the pair
+    (i, i), so a singleton class contributes a term), and for UCL/HUCL N(i) = {m}, the whole batch including
+    the anchor; SCL/HSCL keep N(i) = {m : y_m != y_i}. The formulas are otherwise unchanged. The authors'
+    own setting is this convention with estimator="sampled", psi="infonce-mean", num_negatives=256, tau=1
+    and embeddings clipped to the unit ball.
 
     Parameters
     ----------
@@ -161,6 +173,9 @@ def batch_loss(
         See :func:`select_backend` for the rule of "auto".
     block_size : int >= 1 or None
         Rows per block (blocked, sampled) or tile size (triton); None: :func:`default_block_size`.
+    convention : {"theory", "authors"}
+        Which pairs count (above). "authors" runs on the dense and blocked backends; ``backend="auto"``
+        never picks triton for it, and ``backend="triton"`` with it raises ValueError.
 
     Returns
     -------
@@ -188,9 +203,8 @@ def batch_loss(
     >>> round(float(batch_loss(z, torch.tensor([0, 0, 1, 1]), "scl")), 6)
     0.126928
     """
-    pairs = _compute(z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, reduction,
-                     generator, backend, block_size, want_indices=False)
-    return pairs
+    return _compute(z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, reduction,
+                    generator, backend, block_size, convention, want_indices=False)
 
 
 def batch_loss_pairs(
@@ -207,6 +221,7 @@ def batch_loss_pairs(
     generator: torch.Generator | None = None,
     backend: Backend = "auto",
     block_size: int | None = None,
+    convention: Convention = "theory",
 ) -> PairLosses:
     """Per-pair values l_ij with their indices (i, j) (and drawn negatives), as a :class:`PairLosses`.
 
@@ -214,16 +229,18 @@ def batch_loss_pairs(
     ``PairLosses.values`` equals ``batch_loss(..., reduction="none")``.
     """
     return _compute(z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, "none",
-                    generator, backend, block_size, want_indices=True)
+                    generator, backend, block_size, convention, want_indices=True)
 
 
 def select_backend(
-    z: torch.Tensor, *, estimator: str, reduction: str, detach_weights: bool, requested: str = "auto"
+    z: torch.Tensor, *, estimator: str, reduction: str, detach_weights: bool, requested: str = "auto",
+    convention: str = "theory",
 ) -> str:
     """The backend that :func:`batch_loss` uses.
 
     Rule of ``auto``: "triton" when z is on CUDA, triton is importable, and the options are the ones the
-    kernel implements (weighted estimator, reduction mean or sum, float32/float64, d <= 256); otherwise
+    kernel implements (weighted estimator, reduction mean or sum, float32/float64, d <= 256, convention
+    "theory"); otherwise
     "blocked" for the weighted estimator when the weights are detached (it computes loss and gradient in
     one pass, at about the cost of the three matmuls), and for either estimator when B > 4096 (the dense
     path would hold several B x B tensors); "dense" otherwise (B <= 4096 with gradient through the
@@ -232,13 +249,13 @@ def select_backend(
     TRITON_INTERPRET=1, Triton's interpreter, for tests).
     """
     if requested == "triton":
-        reason = _triton_unsupported(z, estimator, reduction, interpreter_ok=True)
+        reason = _triton_unsupported(z, estimator, reduction, convention, interpreter_ok=True)
         if reason:
             raise ValueError(f"backend='triton' is not available here: {reason}")
         return "triton"
     if requested != "auto":
         return requested
-    if not _triton_unsupported(z, estimator, reduction):
+    if not _triton_unsupported(z, estimator, reduction, convention):
         return "triton"
     if estimator == "weighted" and (detach_weights or z.shape[0] > DENSE_MAX_BATCH):
         return "blocked"
@@ -247,7 +264,10 @@ def select_backend(
     return "dense"
 
 
-def _triton_unsupported(z: torch.Tensor, estimator: str, reduction: str, *, interpreter_ok: bool = False) -> str:
+def _triton_unsupported(z: torch.Tensor, estimator: str, reduction: str, convention: str, *,
+                        interpreter_ok: bool = False) -> str:
+    if convention != "theory":
+        return f"it implements convention='theory' only (got {convention!r}: use backend='blocked' or 'dense')"
     if estimator != "weighted":
         return "it implements the weighted estimator only"
     if reduction == "none":
@@ -266,7 +286,7 @@ def _triton_unsupported(z: torch.Tensor, estimator: str, reduction: str, *, inte
 
 
 def _validate(z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, reduction,
-              generator, backend, block_size):
+              generator, backend, block_size, convention):
     if not isinstance(z, torch.Tensor):
         raise ValueError(f"z must be a torch.Tensor of shape [B, d], got {type(z).__name__}")
     if z.ndim != 2 or z.shape[0] < 1 or z.shape[1] < 1:
@@ -314,23 +334,25 @@ def _validate(z, labels, setting, beta, tau, num_negatives, estimator, psi, deta
     backend = require_choice("backend", backend, BACKENDS)
     if block_size is not None:
         block_size = require_int("block_size", block_size, min_value=1)
+    convention = require_choice("convention", convention, CONVENTIONS)
     spec = LossSpec(
         supervised=is_supervised(setting),
         b=effective_beta(setting, beta),
         tau=tau,
         k=None if num_negatives == "batch" else num_negatives,
         detach_weights=detach_weights,
+        convention=convention,
     )
     return spec, estimator, psi, reduction, backend, block_size
 
 
 def _compute(z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, reduction,
-             generator, backend, block_size, *, want_indices):
+             generator, backend, block_size, convention, *, want_indices):
     spec, estimator, psi, reduction, backend, block_size = _validate(
         z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, reduction,
-        generator, backend, block_size)
+        generator, backend, block_size, convention)
     backend = select_backend(z, estimator=estimator, reduction=reduction, detach_weights=spec.detach_weights,
-                             requested=backend)
+                             requested=backend, convention=spec.convention)
     size = z.shape[0]
     if backend == "blocked" and estimator == "weighted" and not want_indices:
         # no O(P) index arrays on this path (reduction "none" returns the values in canonical order)
@@ -341,7 +363,7 @@ def _compute(z, labels, setting, beta, tau, num_negatives, estimator, psi, detac
         from ncgeom.losses.kernels.triton_kernel import triton_weighted  # imports triton (heavy, optional)
 
         return triton_weighted(z, labels, spec, block_size=block_size, reduction=reduction)
-    structure = pair_structure(labels, supervised=spec.supervised)
+    structure = pair_structure(labels, supervised=spec.supervised, convention=spec.convention)
     negatives = None
     if estimator == "sampled":
         rows = size if backend == "dense" else (block_size or default_block_size(size))

@@ -1,8 +1,8 @@
 """Train R runs of equal shapes as one computation: :func:`run_stack` (docs/theory.md, sections 7-9).
 
 Runs share a stack when their :func:`stack_key` is equal (model kind and sizes, number of samples, d,
-batch size, epochs, normalization, dtype, estimator, k, positives kind, metrics cadence). Everything else
-is per run: setting (SCL, HSCL, UCL and HUCL share a stack), beta, tau, lr, weight decay, seed, init
+batch size, epochs, normalization, dtype, estimator, k, positives kind, metrics cadence, convention).
+Everything else is per run: setting (SCL, HSCL, UCL and HUCL share a stack), beta, tau, lr, weight decay, seed, init
 and its scale/noise, the data's separation/spread/imbalance, the noise scale, psi and margin, backend.
 
 What a run sees is what :func:`ncgeom.experiments.run` gives it, drawn from the same streams
@@ -10,7 +10,8 @@ What a run sees is what :func:`ncgeom.experiments.run` gives it, drawn from the 
 by :func:`ncgeom.models.build_model` from its own generators, then stacked), its class-balanced batches,
 its noise positives and its sampled negatives. Per step the stack computes z [R, B, d] with batched
 matmuls, the weighted estimator with :func:`ncgeom.experiments.stacked.loss.stacked_weighted` (the
-sampled estimator with :func:`ncgeom.losses.batch_loss` per run, the sequential call on the run's own
+sampled estimator, and either estimator under the authors' convention (docs/conventions.md), with
+:func:`ncgeom.losses.batch_loss` per run, the sequential call on the run's own
 generator) and one Adam update per run (:class:`~ncgeom.experiments.stacked.adam.StackedAdam`). The
 metrics are the sequential engine's (:func:`ncgeom.experiments.train.metrics_record`) on each run's
 embeddings, at the same cadence; each run writes the same files through the same writers.
@@ -59,7 +60,7 @@ __all__ = ["STACK_FIELDS", "stack_key", "can_stack", "group_stacks", "stack_memo
 #: Config fields that must be equal for runs to share a stack (shapes, schedule, estimator, dtype).
 STACK_FIELDS: tuple[str, ...] = (
     "model", "dataset", "norm", "batch_size", "epochs", "dtype", "estimator", "num_negatives", "positives",
-    "detach_weights", "metrics_every",
+    "detach_weights", "metrics_every", "convention",
 )
 
 
@@ -170,6 +171,7 @@ def run_stack(configs: Sequence[Config], *, out_dirs: Sequence[str | Path | None
     start = time.perf_counter()
     dtype = getattr(torch, head.dtype)
     sampled = head.estimator == "sampled"
+    per_run = sampled or head.convention != "theory"  # the stacked kernel computes the theory's pairs only
     noise = head.positives == "noise"
 
     runs: list[_Run] = []
@@ -249,7 +251,7 @@ def run_stack(configs: Sequence[Config], *, out_dirs: Sequence[str | Path | None
                     z = encoder(idx if indexed else x_stack[row_ids, idx])  # type: ignore[index]
                     labels = y_stack.gather(1, idx)
                 stepping = [run.live and run.failure is None for run in runs]
-                if sampled:
+                if per_run:
                     finite = torch.isfinite(z.detach()).flatten(1).all(1).tolist()
                     parts = []
                     for r, run in enumerate(runs):
@@ -262,8 +264,9 @@ def run_stack(configs: Sequence[Config], *, out_dirs: Sequence[str | Path | None
                         c = run.config
                         parts.append(batch_loss(
                             z[r], labels[r], c.setting, beta=c.beta, tau=c.tau, num_negatives=c.num_negatives,
-                            estimator="sampled", psi=run.psi, detach_weights=c.detach_weights, reduction="mean",
-                            generator=run.generator, backend=c.backend))
+                            estimator=c.estimator, psi=run.psi, detach_weights=c.detach_weights, reduction="mean",
+                            generator=run.generator if sampled else None, backend=c.backend,
+                            convention=c.convention))
                     losses = torch.stack(parts)
                 else:
                     losses = stacked_weighted(z, labels, supervised=supervised, b=tilt, tau=tau, k=k,

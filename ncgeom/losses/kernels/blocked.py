@@ -24,6 +24,9 @@ n_max the largest class). Log-sum-exp uses the shift M_i = (b + 1/tau) ||z_i|| m
 (b + 1/tau) S_im, known before the matmul, so one exp pass gives both the LSE and the softmax r; rows whose
 sum falls below tiny * B^2 / eps (the negatives are far below the shift: possible for large b + 1/tau)
 are recomputed with the exact masked maximum, so the result keeps full relative precision.
+Under the authors' convention (LossSpec.convention) the whole class range is positive (the pair (i, i)
+included) and UCL/HUCL exclude no column from N(i); the formulas above hold as written (S_ii then enters
+both sums of G_ii).
 For reductions "mean" and "sum" the upstream gradient of every pair is the same scalar, so the forward
 pass computes the loss and dZ together (three B x B x d matmuls in total: S_I, G_I Z, G_I^T Z_I) and
 stores only dZ [B, d]; backward is a scaling. For "none" backward recomputes the blocks with the per-pair
@@ -37,14 +40,17 @@ import math
 import torch
 
 from ncgeom.losses.kernels.structure import LossSpec
+from ncgeom.vocabulary import Convention
 
 __all__ = ["blocked_weighted", "blocked_pass", "ClassLayout", "class_layout"]
 
 
 class ClassLayout:
-    """The batch sorted by label: perm, and per sorted row its class range [start, start + size)."""
+    """The batch sorted by label: perm, and per sorted row its class range [start, start + size), |P(i)|,
+    |N(i)| and validity under ``convention`` (ncgeom.losses.kernels.structure)."""
 
-    def __init__(self, labels: torch.Tensor, *, supervised: bool):
+    def __init__(self, labels: torch.Tensor, *, supervised: bool, convention: Convention = "theory"):
+        spec = LossSpec(supervised=supervised, b=0.0, tau=1.0, k=None, convention=convention)
         size = labels.numel()
         self.perm = torch.sort(labels, stable=True).indices  # stable: original order inside a class
         _, counts = torch.unique_consecutive(labels[self.perm], return_counts=True)
@@ -52,22 +58,24 @@ class ClassLayout:
         self.start = torch.repeat_interleave(starts, counts)  # [B], sorted rows
         self.count = torch.repeat_interleave(counts, counts)
         self.max_count = int(counts.max())
-        self.num_neg = (size - self.count) if supervised else torch.full_like(self.count, size - 1)
-        self.valid = (self.count >= 2) & (self.num_neg >= 1)
-        self.num_pairs = int((counts * (counts - 1))[(counts >= 2) & ((size - counts >= 1) | (not supervised))].sum())
-        if not supervised and size < 2:
-            self.num_pairs = 0
+        self.num_pos = self.count if spec.self_positive else self.count - 1
+        if supervised:
+            self.num_neg = size - self.count
+        else:
+            self.num_neg = torch.full_like(self.count, size if spec.anchor_negative else size - 1)
+        self.valid = (self.num_pos >= 1) & (self.num_neg >= 1)
+        self.num_pairs = int(self.num_pos[self.valid].sum())
 
 
-def class_layout(labels: torch.Tensor, *, supervised: bool) -> ClassLayout:
-    return ClassLayout(labels, supervised=supervised)
+def class_layout(labels: torch.Tensor, *, supervised: bool, convention: Convention = "theory") -> ClassLayout:
+    return ClassLayout(labels, supervised=supervised, convention=convention)
 
 
 def _canonical_offsets(layout: ClassLayout) -> torch.Tensor:
     """offset[s] = index in canonical (original row-major) order of the first pair of sorted row s."""
     size = layout.perm.numel()
     per_orig = torch.zeros(size, dtype=torch.long, device=layout.perm.device)
-    per_orig[layout.perm] = torch.where(layout.valid, layout.count - 1, torch.zeros_like(layout.count))
+    per_orig[layout.perm] = torch.where(layout.valid, layout.num_pos, torch.zeros_like(layout.num_pos))
     first = torch.cumsum(per_orig, 0) - per_orig
     return first[layout.perm]
 
@@ -110,13 +118,16 @@ def blocked_pass(z, labels, spec: LossSpec, layout: ClassLayout, *, block_size: 
         # same-class columns of each row: one contiguous range (sorted batch)
         in_class = width[None, :] < layout.count[r0:r1, None]
         cols = torch.where(in_class, layout.start[r0:r1, None] + width[None, :], rows[:, None])
-        pos = in_class & (cols != rows[:, None]) & valid[:, None]
+        pos = in_class & valid[:, None]
+        if not spec.self_positive:
+            pos &= cols != rows[:, None]
         x_pos = torch.gather(x, 1, cols)  # alpha S_ij - shift_i on the positive band
-        excluded = cols if spec.supervised else rows[:, None]
+        # columns outside N(i): the class range (SCL/HSCL), the anchor (UCL/HUCL), none (UCL/HUCL, authors)
+        excluded = cols if spec.supervised else (None if spec.anchor_negative else rows[:, None])
         e0 = None
         if b != 0.0:
-            e0 = torch.mul(x, b / alpha).exp_().scatter_(1, excluded, 0.0)
-        e1 = x.exp_().scatter_(1, excluded, 0.0)  # exp(alpha S - shift) on N(i), 0 elsewhere
+            e0 = _zero_columns(torch.mul(x, b / alpha).exp_(), excluded)
+        e1 = _zero_columns(x.exp_(), excluded)  # exp(alpha S - shift) on N(i), 0 elsewhere
         s1 = e1.sum(1)
         s0 = e0.sum(1) if e0 is not None else None
         low = (s1 < threshold) if s0 is None else ((s1 < threshold) | (s0 < threshold))
@@ -125,7 +136,9 @@ def blocked_pass(z, labels, spec: LossSpec, layout: ClassLayout, *, block_size: 
         if bool(low.any()):  # exact masked maximum for the rows whose sum underflows
             idx = torch.nonzero(low).reshape(-1)
             sim_rows = zi[idx] @ zs.T
-            keep = torch.ones_like(sim_rows, dtype=torch.bool).scatter_(1, excluded[idx], False)
+            keep = torch.ones_like(sim_rows, dtype=torch.bool)
+            if excluded is not None:
+                keep.scatter_(1, excluded[idx], False)
             fallbacks = [(alpha, e1, s1, shift)]
             if e0 is not None and s0 is not None:
                 fallbacks.append((b, e0, s0, shift0))
@@ -149,7 +162,9 @@ def blocked_pass(z, labels, spec: LossSpec, layout: ClassLayout, *, block_size: 
         total = total + vals.sum()
         index = None
         if canon is not None:
-            rank = (cols - layout.start[r0:r1, None]) - (cols > rows[:, None]).long()
+            rank = cols - layout.start[r0:r1, None]
+            if not spec.self_positive:  # the anchor's own column is not a pair
+                rank = rank - (cols > rows[:, None]).long()
             index = (canon[r0:r1, None] + rank)[pos]
             if values is not None:  # keep_values
                 values[index] = vals[pos]
@@ -173,6 +188,11 @@ def blocked_pass(z, labels, spec: LossSpec, layout: ClassLayout, *, block_size: 
         dz = torch.empty_like(dzs)
         dz[layout.perm] = dzs
     return values, total, dz
+
+
+def _zero_columns(tile: torch.Tensor, columns: torch.Tensor | None) -> torch.Tensor:
+    """``tile`` with the entries (r, columns[r, :]) set to 0, in place (unchanged when ``columns`` is None)."""
+    return tile if columns is None else tile.scatter_(1, columns, 0.0)
 
 
 class _BlockedLoss(torch.autograd.Function):
@@ -209,7 +229,7 @@ def blocked_weighted(z: torch.Tensor, labels: torch.Tensor, spec: LossSpec, *, b
 
     A batch without pairs gives a zero attached to the graph of z (an empty [0] tensor for "none").
     """
-    layout = class_layout(labels, supervised=spec.supervised)
+    layout = class_layout(labels, supervised=spec.supervised, convention=spec.convention)
     if layout.num_pairs == 0:
         return (z * 0).sum() if reduction != "none" else (z.reshape(-1)[:0] * 0)
     return _BlockedLoss.apply(z, labels, spec, layout, block_size, reduction)

@@ -10,7 +10,8 @@ negatives:
     A_i = \\log k + \\mathrm{LSE}_{m \\in N(i)}\\big((b + 1/\\tau) S_{im}\\big)
                   - \\mathrm{LSE}_{m \\in N(i)}(b S_{im}),
 
-with q_im = softmax over N(i) of b S_i. Masked log-sum-exp uses the sentinel ``torch.finfo(dtype).min``
+with q_im = softmax over N(i) of b S_i; P(i) and N(i) follow the spec's convention (pair_structure: "authors"
+adds the pair (i, i) and, for UCL/HUCL, the anchor to N(i)). Masked log-sum-exp uses the sentinel ``torch.finfo(dtype).min``
 (never -inf, so rows without negatives give no NaN gradient). With detached weights the b S term is
 detached inside both LSE, so that d l_ij / d S_im = sigma_ij r_im / tau exactly as in section 7.
 Memory: O(B^2) (several B x B tensors): this is the ground truth for the other backends, not the fast path.
@@ -31,18 +32,21 @@ def masked_logsumexp(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return x.masked_fill(~mask, sentinel).logsumexp(dim=-1)
 
 
-def negative_mask(labels: torch.Tensor, *, supervised: bool) -> torch.Tensor:
-    """N(i) as a [B, B] bool mask: y_m != y_i (supervised) or m != i (unsupervised)."""
+def negative_mask(labels: torch.Tensor, *, supervised: bool, anchor_negative: bool = False) -> torch.Tensor:
+    """N(i) as a [B, B] bool mask: y_m != y_i (supervised), m != i (unsupervised) or every m (unsupervised
+    with ``anchor_negative``, the authors' convention)."""
     if supervised:
         return labels[:, None] != labels[None, :]
     size = labels.numel()
+    if anchor_negative:
+        return torch.ones(size, size, dtype=torch.bool, device=labels.device)
     return ~torch.eye(size, dtype=torch.bool, device=labels.device)
 
 
 def dense_similarity_terms(z: torch.Tensor, labels: torch.Tensor, spec: LossSpec, structure: PairStructure):
     """(S [B, B], A [B]) of the weighted estimator, with autograd."""
     sim = z @ z.T
-    neg = negative_mask(labels, supervised=spec.supervised)
+    neg = negative_mask(labels, supervised=spec.supervised, anchor_negative=spec.anchor_negative)
     tilt = sim * spec.b
     tilt_inner = tilt.detach() if spec.detach_weights else tilt
     lse_tilt = masked_logsumexp(tilt, neg)

@@ -1,7 +1,8 @@
 """Sampled estimator (the authors' code; docs/theory.md section 7).
 
 For each pair (i, j), j in P(i), draw k indices m_1..m_k i.i.d. with replacement from the tilted weights
-q_i (q_im proportional to exp(b S_im) on N(i)), then apply psi_k exactly:
+q_i (q_im proportional to exp(b S_im) on N(i); P(i), N(i) of the spec's convention, ``pair_structure``), then
+apply psi_k exactly:
 
 .. math:: \\ell_{ij} = \\psi_k\\big(S_{i m_1} - S_{ij}, \\dots, S_{i m_k} - S_{ij}\\big).
 
@@ -193,10 +194,12 @@ def _ranges(lo: int, hi: int, step: int) -> list[tuple[int, int]]:
 
 
 def _excluded(labels: torch.Tensor, spec: LossSpec, start: int, stop: int) -> torch.Tensor:
-    """[bs, B] bool: m not in N(i) for the anchors i of the block."""
+    """[bs, B] bool: m not in N(i) for the anchors i of the block (none for UCL/HUCL, authors' convention)."""
     anchors = torch.arange(start, stop, device=labels.device)
     if spec.supervised:
         return labels[anchors][:, None] == labels[None, :]
+    if spec.anchor_negative:
+        return torch.zeros(stop - start, labels.numel(), dtype=torch.bool, device=labels.device)
     return anchors[:, None] == torch.arange(labels.numel(), device=labels.device)[None, :]
 
 

@@ -7,6 +7,10 @@ For anchor i of a batch with labels y [B]:
     P(i) = \\{j \\ne i : y_j = y_i\\},\\qquad
     N(i) = \\{m : y_m \\ne y_i\\}\\ \\text{(SCL, HSCL)},\\quad N(i) = \\{m \\ne i\\}\\ \\text{(UCL, HUCL)}.
 
+That is the "theory" convention. The "authors" convention (the paper's code, rjiang03/HCL; docs/conventions.md,
+section 2.4) counts the anchor as its own positive, P(i) = {j : y_j = y_i} (i included), and for UCL/HUCL
+draws the negatives from the whole batch, N(i) = {m} (i included); SCL/HSCL keep N(i) = other classes.
+
 An anchor with P(i) or N(i) empty contributes nothing. The pairs (i, j), j in P(i), of the valid anchors
 are listed in the canonical (row-major) order: by anchor i ascending, then by positive j ascending. Every
 backend returns per-pair values in this order.
@@ -18,6 +22,8 @@ import math
 from dataclasses import dataclass
 
 import torch
+
+from ncgeom.vocabulary import Convention
 
 __all__ = ["LossSpec", "PairStructure", "pair_structure", "log_num_negatives"]
 
@@ -38,6 +44,8 @@ class LossSpec:
         Number of negatives; None means k = |N(i)| ("batch").
     detach_weights : bool
         True: the weights q carry no gradient (the authors' code).
+    convention : {"theory", "authors"}
+        Which pairs count (module docstring): see :attr:`self_positive` and :attr:`anchor_negative`.
     """
 
     supervised: bool
@@ -45,6 +53,17 @@ class LossSpec:
     tau: float
     k: int | None
     detach_weights: bool = True
+    convention: Convention = "theory"
+
+    @property
+    def self_positive(self) -> bool:
+        """True when the anchor is its own positive, (i, i) in the pairs (the authors' convention)."""
+        return self.convention == "authors"
+
+    @property
+    def anchor_negative(self) -> bool:
+        """True when the anchor is one of its own candidate negatives (UCL/HUCL, the authors' convention)."""
+        return self.convention == "authors" and not self.supervised
 
 
 @dataclass(frozen=True)
@@ -74,15 +93,19 @@ class PairStructure:
         return int(self.anchors.numel())
 
 
-def pair_structure(labels: torch.Tensor, *, supervised: bool) -> PairStructure:
-    """The pair structure of ``labels`` [B] (any integer values; docs/theory.md section 7)."""
+def pair_structure(labels: torch.Tensor, *, supervised: bool, convention: Convention = "theory") -> PairStructure:
+    """The pair structure of ``labels`` [B] (any integer values; docs/theory.md section 7) under ``convention``."""
+    spec = LossSpec(supervised=supervised, b=0.0, tau=1.0, k=None, convention=convention)
     labels = labels.reshape(-1)
     size = labels.numel()
     device = labels.device
     _, inverse, counts = torch.unique(labels, return_inverse=True, return_counts=True)
     class_size = counts[inverse]
-    num_pos = class_size - 1
-    num_neg = (size - class_size) if supervised else torch.full_like(class_size, size - 1)
+    num_pos = class_size if spec.self_positive else class_size - 1
+    if supervised:
+        num_neg = size - class_size
+    else:
+        num_neg = torch.full_like(class_size, size if spec.anchor_negative else size - 1)
     valid = (num_pos > 0) & (num_neg > 0)
     pairs_per_anchor = torch.where(valid, num_pos, torch.zeros_like(num_pos))
     offsets = torch.zeros(size + 1, dtype=torch.long, device=device)
@@ -100,7 +123,7 @@ def pair_structure(labels: torch.Tensor, *, supervised: bool) -> PairStructure:
         torch.cumsum(sizes, 0) - sizes, sizes
     )
     member = order[first + within]
-    keep = member != rep_anchor
+    keep = torch.ones_like(member, dtype=torch.bool) if spec.self_positive else member != rep_anchor
     return PairStructure(
         anchors=rep_anchor[keep],
         positives=member[keep],
