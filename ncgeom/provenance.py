@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import importlib.metadata
 import os
 import platform
@@ -53,14 +54,20 @@ def git_commit(path: str | Path | None = None) -> str | None:
 
 
 def package_versions(packages=_PACKAGES) -> dict[str, str | None]:
-    """Installed versions of the given distributions (None when absent)."""
+    """Installed versions of the given distributions (None when absent); read once per process (reading a
+    distribution's metadata costs milliseconds, and a sweep asks for every run)."""
+    return dict(_package_versions(tuple(packages)))
+
+
+@functools.cache
+def _package_versions(packages: tuple[str, ...]) -> tuple[tuple[str, str | None], ...]:
     out: dict[str, str | None] = {}
     for name in packages:
         try:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             out[name] = None
-    return out
+    return tuple(out.items())
 
 
 def provenance() -> dict:

@@ -202,10 +202,12 @@ class HistoryWriter:
         self._lines: list[str] = []
         atomic_write_text(self.path, "", durable=False)
 
-    def append(self, record: EpochRecord) -> None:
-        """Add one epoch record and rewrite the file (atomic rename, no fsync)."""
+    def append(self, record: EpochRecord, *, write: bool = True) -> None:
+        """Add one epoch record and rewrite the file (atomic rename, no fsync); ``write=False`` only keeps
+        the record for the next write (or :meth:`close`)."""
         self._lines.append(_history_line(record))
-        atomic_write_text(self.path, "".join(self._lines), durable=False)
+        if write:
+            atomic_write_text(self.path, "".join(self._lines), durable=False)
 
     def close(self) -> None:
         """Write the final file durably (fsync before the rename)."""
