@@ -198,7 +198,7 @@ def check_exact(*, max_classes: int = 12, precision: int = 50, nc_claim: Callabl
                "max_classes": max_classes,
                "values": rows, "precision_digits": precision}
     return CheckResult("counterexample_exact", statement, "sympy-exact+mpmath", "pass" if ok else "fail",
-                       details, time.perf_counter() - t0, _SOURCE)
+                       details, time.perf_counter() - t0, _SOURCE, evidence="exact")
 
 
 def check_all_classes(*, min_classes: int = 3) -> CheckResult:
@@ -241,7 +241,7 @@ def check_all_classes(*, min_classes: int = 3) -> CheckResult:
                "refuted_at_min_classes": refuted, "difference_at_min_classes": float(sp.N(first, 20)),
                "derivative_matches_sympy": mismatch, "value_at_eps_0": float(value_at_0), "derivative_at_0": float(sp.N(derivative.limit(eps, 0), 20))}
     return CheckResult("counterexample_all_classes", statement, "mpmath-interval", status,
-                       details, time.perf_counter() - t0, _SOURCE)
+                       details, time.perf_counter() - t0, _SOURCE, evidence="exact")
 
 
 @dataclass(frozen=True)
@@ -335,7 +335,7 @@ def check_search(*, dims=(2, 3), num_starts: int = 4, point_counts=None, seed: i
                "min_best_minus_cross_polytope": min(r["best_minus_cross_polytope"] for r in rows.values()),
                "dims": rows, "num_starts": num_starts, "seed": seed, "optimizer": "L-BFGS float64"}
     return CheckResult("counterexample_search", statement, "numeric-torch-lbfgs", "pass" if ok else "fail",
-                       details, time.perf_counter() - t0, _SOURCE)
+                       details, time.perf_counter() - t0, _SOURCE, evidence="numerical")
 
 
 def checks(*, quick: bool) -> list[Callable[[], CheckResult]]:

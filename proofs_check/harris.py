@@ -7,10 +7,15 @@ one, and psi_k(S - s+ 1) and prod_i eta(S_i) are coordinate-wise non-decreasing,
 .. math:: \\mathbb E_\\mu[gh] \\ge \\mathbb E_\\mu[g]\\,\\mathbb E_\\mu[h]\\qquad(\\mu\\ \\text{a product measure},\\ g, h\\ \\text{non-decreasing})
 
 gives L_HSCL(f) >= L_SCL(f) and L_HUCL(f) >= L_UCL(f), for every f, monotone psi (convexity not
-needed) and monotone eta >= 0. Everything here is exact (``fractions.Fraction``): random product
-measures on {0..m}^n, random monotone tables, finite contrastive models with rational Gram matrices,
-piecewise-linear / step psi and step eta. Counterexamples show that the hypotheses matter: a correlated
-(non-product) law and a non-monotone eta both break the inequality, and the checkers report ``fail``.
+needed) and monotone eta >= 0. The same argument covers a joint tilt: the k negatives' law reweighted
+by eta(S_1, ..., S_k) with eta: R^k -> [0, inf) non-decreasing in every coordinate (the product
+prod_i eta(S_i) is one case); :func:`check_joint_tilted_bound` checks it on weighted finite models.
+
+Everything here is exact (``fractions.Fraction``): random product measures on {0..m}^n, random monotone
+tables, finite contrastive models with rational Gram matrices and masses, piecewise-linear / step psi,
+step and joint eta. Two self-tests (evidence about the checkers, not about the
+paper) feed them hand-picked counterexamples, a correlated (non-product) law and a non-monotone eta, and
+pass only if the checkers report ``fail`` on them.
 Randomness comes only from the ``rng`` argument; :func:`checks` seeds it.
 """
 
@@ -42,6 +47,7 @@ __all__ = [
     "random_monotone_psi",
     "step_eta",
     "random_monotone_eta",
+    "random_monotone_joint_eta",
     "random_model",
     "etf_model",
     "model_loss",
@@ -49,6 +55,7 @@ __all__ = [
     "check_tilted_bound",
     "check_tilted_gap_is_covariance",
     "check_tilted_equality_at_nc",
+    "check_joint_tilted_bound",
     "check_harris_needs_product",
     "check_tilted_needs_monotone_eta",
     "checks",
@@ -153,24 +160,57 @@ def random_monotone_eta(*, rng: np.random.Generator, num_knots: int = 3) -> Call
     return lambda s: steps(s) + slope * max(Fraction(0), s - knots[0])
 
 
+def random_monotone_joint_eta(num_negatives: int, *, rng: np.random.Generator, num_terms: int = 3) -> Callable[[tuple], Fraction]:
+    """A random joint eta: R^k -> (0, inf), non-decreasing in every coordinate and not a product.
+
+    eta(s) = base + sum_j w_j [a_j . s >= b_j] + c max(0, max_i s_i - b_0), with a_j in {0, 1, 2}^k,
+    w_j, c >= 0 and base > 0: half-spaces with non-negative normals are up-sets, max is non-decreasing.
+    """
+    k = require_int("num_negatives", num_negatives, min_value=1)
+    normals = [tuple(int(x) for x in rng.integers(0, 3, size=k)) for _ in range(num_terms)]
+    offsets = [Fraction(int(x), 4) for x in rng.integers(-8, 9, size=num_terms + 1)]
+    heights = [Fraction(int(x), 2) for x in rng.integers(0, 5, size=num_terms)]
+    slope, base = Fraction(int(rng.integers(0, 3))), Fraction(int(rng.integers(1, 4)), 2)
+
+    def eta(s: tuple) -> Fraction:
+        steps = sum((w for a, b, w in zip(normals, offsets[1:], heights) if sum((x * y for x, y in zip(a, s)), Fraction(0)) >= b), Fraction(0))
+        return base + steps + slope * max(Fraction(0), max(s) - offsets[0])
+
+    return eta
+
+
 @dataclass(frozen=True)
 class FiniteModel:
-    """A finite contrastive model: points with labels and their exact similarity (Gram) matrix.
+    """A finite contrastive model: points with labels, rational masses and their exact similarity (Gram) matrix.
 
-    Anchors are uniform over the points, a label-based positive is uniform over the anchor's class,
-    negatives are i.i.d. uniform over the other classes' points (SCL) or over all points (UCL), tilted by
-    eta(<z, z->) in the hard settings. No normalization is assumed: Theorem 1 holds for every f.
+    A point is drawn with probability ``masses[i]`` (uniform when None); a label-based positive is drawn
+    from the anchor's class (masses renormalized within the class, independently of the anchor);
+    negatives are i.i.d. from the other classes' points (SCL) or from all points (UCL), masses
+    renormalized, tilted by eta(<z, z->) (or jointly, eta(S_1..S_k)) in the hard settings. No
+    normalization is assumed: Theorem 1 holds for every f.
     """
 
     gram: tuple  # tuple of tuples of Fraction, [N, N]
     labels: tuple  # [N] ints
+    masses: tuple | None = None  # [N] positive Fractions summing to 1, or None (uniform)
+
+    def mass(self, i: int) -> Fraction:
+        """The probability of point i."""
+        return Fraction(1, len(self.labels)) if self.masses is None else self.masses[i]
 
 
-def random_model(*, rng: np.random.Generator, num_points: int = 6, num_classes: int = 3, dim: int = 2) -> FiniteModel:
-    """Points with coordinates in {-1, -1/2, 0, 1/2, 1}^dim, labels round-robin over the classes."""
+def random_model(*, rng: np.random.Generator, num_points: int = 6, num_classes: int = 3, dim: int = 2, weighted: bool = False) -> FiniteModel:
+    """Points with coordinates in {-1, -1/2, 0, 1/2, 1}^dim, labels round-robin over the classes.
+
+    ``weighted``: random rational masses (integer weights 1..6 over their sum) instead of uniform ones.
+    """
     z = [[Fraction(int(x), 2) for x in rng.integers(-2, 3, size=dim)] for _ in range(num_points)]
     gram = tuple(tuple(sum((a * b for a, b in zip(u, v)), Fraction(0)) for v in z) for u in z)
-    return FiniteModel(gram, tuple(i % num_classes for i in range(num_points)))
+    masses = None
+    if weighted:
+        w = [int(x) for x in rng.integers(1, 7, size=num_points)]
+        masses = tuple(Fraction(x, sum(w)) for x in w)
+    return FiniteModel(gram, tuple(i % num_classes for i in range(num_points)), masses)
 
 
 def etf_model(num_classes: int, copies: int = 2) -> FiniteModel:
@@ -180,32 +220,45 @@ def etf_model(num_classes: int, copies: int = 2) -> FiniteModel:
     return FiniteModel(gram, labels)
 
 
-def model_loss(model: FiniteModel, setting: str, psi: Callable, *, num_negatives: int, eta: Callable | None = None) -> Fraction:
+def _normalized(weights: dict, what: str, anchor: int) -> dict:
+    """{key: weight / total}; ValueError if a weight is negative or all vanish."""
+    if any(w < 0 for w in weights.values()):
+        raise ValueError(f"{what} must be >= 0")
+    z = sum(weights.values(), Fraction(0))
+    if z == 0:
+        raise ValueError(f"{what} vanishes on every eligible negative of anchor {anchor}: the tilted law is undefined")
+    return {key: w / z for key, w in weights.items()}
+
+
+def model_loss(model: FiniteModel, setting: str, psi: Callable, *, num_negatives: int, eta: Callable | None = None, joint_eta: Callable | None = None) -> Fraction:
     """Exact population loss E psi(S_1 - s+, ..., S_k - s+) of a finite model (docs/theory.md section 3).
 
-    ``setting`` is ``scl`` or ``ucl`` (which negatives are eligible); ``eta`` = None is the plain law,
-    otherwise the law is tilted by eta(S) (HSCL / HUCL).
+    ``setting`` is ``scl`` or ``ucl`` (which negatives are eligible). With ``eta`` = ``joint_eta`` = None
+    the negatives are i.i.d. from the plain law nu of the anchor's similarities; ``eta`` tilts each
+    negative, q(s) = eta(s) nu(s) / Z (HSCL / HUCL); ``joint_eta`` tilts the k-tuple,
+    q(s_1..s_k) = eta(s_1..s_k) prod_i nu(s_i) / Z_k (the product tilt is joint_eta = prod_i eta(s_i)).
     """
     if is_hard(setting):
         raise ValueError(f"setting must be 'scl' or 'ucl' (the tilt is given by eta), got {setting!r}")
-    n, total = len(model.labels), Fraction(0)
+    if eta is not None and joint_eta is not None:
+        raise ValueError("give eta (a per-negative tilt) or joint_eta (a tilt of the k-tuple), not both")
+    n, k, total = len(model.labels), num_negatives, Fraction(0)
     for i in range(n):
         eligible = [j for j in range(n) if not is_supervised(setting) or model.labels[j] != model.labels[i]]
-        weights = {j: (eta(model.gram[i][j]) if eta is not None else Fraction(1)) for j in eligible}
-        if any(w < 0 for w in weights.values()):
-            raise ValueError("eta must be >= 0")
-        z = sum(weights.values(), Fraction(0))
-        if z == 0:
-            raise ValueError(f"eta vanishes on every eligible negative of anchor {i}: the tilted law is undefined")
-        law: dict = {}
-        for j, w in weights.items():
-            law[model.gram[i][j]] = law.get(model.gram[i][j], Fraction(0)) + w / z
-        positives = [j for j in range(n) if model.labels[j] == model.labels[i]]
-        for j in positives:
+        base: dict = {}
+        for j in eligible:  # the plain law of one negative's similarity
+            base[model.gram[i][j]] = base.get(model.gram[i][j], Fraction(0)) + model.mass(j)
+        nu = _normalized(base, "masses", i)
+        if eta is not None:
+            nu = _normalized({s: eta(s) * q for s, q in nu.items()}, "eta", i)
+        tuples = {combo: functools.reduce(lambda a, b: a * b, (nu[s] for s in combo), Fraction(1))
+                  for combo in itertools.product(nu, repeat=k)}
+        if joint_eta is not None:
+            tuples = _normalized({combo: joint_eta(combo) * q for combo, q in tuples.items()}, "joint_eta", i)
+        positives = _normalized({j: model.mass(j) for j in range(n) if model.labels[j] == model.labels[i]}, "masses", i)
+        for j, p_pos in positives.items():
             s_pos = model.gram[i][j]
-            for combo in itertools.product(law.items(), repeat=num_negatives):
-                prob = functools.reduce(lambda a, b: a * b, (q for _, q in combo), Fraction(1))
-                total += prob * psi(tuple(s - s_pos for s, _ in combo)) / (n * len(positives))
+            total += model.mass(i) * p_pos * sum((q * psi(tuple(s - s_pos for s in combo)) for combo, q in tuples.items()), Fraction(0))
     return total
 
 
@@ -238,6 +291,7 @@ def check_harris(*, rng: np.random.Generator, num_trials: int = 50, n: int = 3, 
         status="fail" if worst is not None and worst < 0 else "pass",
         details={"trials": num_trials, "grid": f"{{0..{m}}}^{n}", "min_covariance": str(worst), "num_zero_covariance": zeros, "hypotheses_seen": sorted(flags), "witness": witness},
         source=_SOURCE + "; Harris (1960) / FKG for product measures",
+        evidence="exact",
     )
 
 
@@ -251,7 +305,7 @@ def check_tilted_bound(*, rng: np.random.Generator, num_trials: int = 10, num_ne
     gaps, witness = [], None
     for trial in range(num_trials):
         mdl = model(rng) if callable(model) else (model or random_model(rng=rng))
-        ps = psi or random_monotone_psi(rng=rng)
+        ps = functools.cache(psi or random_monotone_psi(rng=rng))  # plain and tilted losses share the t-tuples
         et = eta or random_monotone_eta(rng=rng)
         for setting in (s for s in SETTINGS if not is_hard(s)):  # the tilt is eta, passed separately
             gap = model_loss(mdl, setting, ps, num_negatives=num_negatives, eta=et) - model_loss(mdl, setting, ps, num_negatives=num_negatives)
@@ -265,6 +319,7 @@ def check_tilted_bound(*, rng: np.random.Generator, num_trials: int = 10, num_ne
         status="fail" if min(gaps) < 0 else "pass",
         details={"trials": num_trials, "num_negatives": num_negatives, "min_gap": str(min(gaps)), "num_equal": sum(g == 0 for g in gaps), "witness": witness},
         source=_SOURCE,
+        evidence="exact",
     )
 
 
@@ -298,6 +353,7 @@ def check_tilted_gap_is_covariance(*, rng: np.random.Generator, num_trials: int 
         status="fail" if bad else "pass",
         details={"trials": num_trials, "num_negatives": k, "min_gap": str(min(gaps)), "failures": bad[:3]},
         source=_SOURCE + " (proof step: density ratio + Harris)",
+        evidence="exact",
     )
 
 
@@ -324,6 +380,38 @@ def check_tilted_equality_at_nc(*, sizes: Sequence[int] = (2, 3, 4), num_negativ
         status="pass" if ok else "fail",
         details=details,
         source=_SOURCE + "; docs/theory.md section 4 (HUCL)",
+        evidence="exact",
+    )
+
+
+@timed
+def check_joint_tilted_bound(*, rng: np.random.Generator, num_trials: int = 10, num_negatives: int = 2, model: FiniteModel | Callable | None = None, psi: Callable | None = None, joint_eta: Callable | None = None) -> CheckResult:
+    """Theorem 1 for a joint eta: R^k -> [0, inf): L_hard >= L_plain exactly, SCL and UCL negatives.
+
+    The k-tuple of negatives is tilted by joint_eta(S_1..S_k) (docs/theory.md section 4, Theorem 1: the
+    proof's density ratio eta / Z_k is non-decreasing for any coordinate-wise non-decreasing eta, so
+    Harris applies unchanged). Defaults per trial: :func:`random_model` with random rational masses,
+    :func:`random_monotone_psi` and :func:`random_monotone_joint_eta` (a non-product eta). A decreasing
+    ``joint_eta`` breaks the hypothesis, and the check must then report ``fail``.
+    """
+    gaps, witness = [], None
+    for trial in range(num_trials):
+        mdl = model(rng) if callable(model) else (model or random_model(rng=rng, weighted=True))
+        ps = functools.cache(psi or random_monotone_psi(rng=rng))  # plain and tilted losses share the t-tuples
+        et = joint_eta or random_monotone_joint_eta(num_negatives, rng=rng)
+        for setting in (s for s in SETTINGS if not is_hard(s)):  # the tilt is joint_eta, passed separately
+            gap = model_loss(mdl, setting, ps, num_negatives=num_negatives, joint_eta=et) - model_loss(mdl, setting, ps, num_negatives=num_negatives)
+            gaps.append(gap)
+            if gap < 0 and witness is None:
+                witness = {"trial": trial, "setting": setting, "gap": str(gap), "labels": list(mdl.labels), "gram": [[str(x) for x in row] for row in mdl.gram]}
+    return CheckResult(
+        name="tilted_vs_plain_joint_eta",
+        statement=r"\psi\uparrow,\ \eta:\mathbb R^k\to[0,\infty)\ \uparrow\text{ in each }S_i:\ q(S_1..S_k)\propto\eta(S)\textstyle\prod_i\nu(S_i)\ \Rightarrow\ L_{\mathrm{HSCL}}\ge L_{\mathrm{SCL}},\ L_{\mathrm{HUCL}}\ge L_{\mathrm{UCL}}",
+        method="exact-fraction (enumeration of k-tuples of negatives on weighted finite models)",
+        status="fail" if min(gaps) < 0 else "pass",
+        details={"trials": num_trials, "num_negatives": num_negatives, "min_gap": str(min(gaps)), "num_equal": sum(g == 0 for g in gaps), "witness": witness},
+        source=_SOURCE + " (joint eta)",
+        evidence="exact",
     )
 
 
@@ -344,6 +432,7 @@ def check_harris_needs_product() -> CheckResult:
         status="pass" if res.status == "fail" else "fail",
         details={"inner_status": res.status, "covariance": res.details["min_covariance"]},
         source=_SOURCE,
+        evidence="self-test",  # the checker fed a known-false statement, not evidence about the paper
     )
 
 
@@ -361,6 +450,7 @@ def check_tilted_needs_monotone_eta() -> CheckResult:
         status="pass" if res.status == "fail" else "fail",
         details={"inner_status": res.status, "min_gap": res.details["min_gap"]},
         source=_SOURCE,
+        evidence="self-test",  # the checker fed a known-false statement, not evidence about the paper
     )
 
 
@@ -373,6 +463,7 @@ def checks(*, quick: bool) -> list[Callable[[], CheckResult]]:
         functools.partial(check_tilted_bound, rng=gen(1), num_trials=models, num_negatives=k),
         functools.partial(check_tilted_gap_is_covariance, rng=gen(3), num_trials=models * 3, num_negatives=k),
         functools.partial(check_tilted_equality_at_nc, rng=gen(2), sizes=(2, 3) if quick else (2, 3, 4, 5), num_negatives=2),
+        functools.partial(check_joint_tilted_bound, rng=gen(4), num_trials=models, num_negatives=k),
         check_harris_needs_product,
         check_tilted_needs_monotone_eta,
     ]

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal, ParamSpec
 
 from ncgeom.validate import require_keys
+from ncgeom.vocabulary import EVIDENCE, Evidence
 
 __all__ = ["Status", "STATUSES", "CheckResult", "timed"]
 
@@ -30,6 +31,12 @@ class CheckResult:
     details : dict      key numbers (JSON-serializable), e.g. values compared, tolerances, gaps
     seconds : float     wall time of the check
     source : str        where the statement comes from (docs/theory.md section / paper statement)
+    evidence : Evidence what a pass is worth (:data:`ncgeom.vocabulary.EVIDENCE`), keyword-only and
+                        required: ``exact`` (exact arithmetic, a symbolic identity or an interval enclosure),
+                        ``independent`` (a computation of ncgeom agrees with one sharing no code path with
+                        it), ``numerical`` (a floating-point search or optimization: evidence, not proof),
+                        ``self-test`` (the checker is fed a statement known to be false, or the runner reports
+                        on a checker: evidence about the machinery, not about the paper)
     """
 
     name: str
@@ -39,10 +46,13 @@ class CheckResult:
     details: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     source: str = ""
+    evidence: Evidence = field(kw_only=True)
 
     def __post_init__(self):
         if self.status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+        if self.evidence not in EVIDENCE:
+            raise ValueError(f"evidence must be one of {EVIDENCE}, got {self.evidence!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of this check (the record of ``verify/results.json`` and ``verify --json``)."""
@@ -50,9 +60,13 @@ class CheckResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CheckResult:
-        """The inverse of :meth:`to_dict`; a missing or unknown key raises ValueError naming it."""
+        """The inverse of :meth:`to_dict`; a missing or unknown key raises ValueError naming it.
+
+        ``evidence`` is required: a record written before the evidence labels is refused, not guessed
+        (re-run ``ncgeom verify`` or the verify stage of ``ncgeom reproduce``).
+        """
         require_keys("check record", data, accepted=(f.name for f in fields(cls)),
-                     required=("name", "statement", "method", "status"))
+                     required=("name", "statement", "method", "status", "evidence"))
         return cls(**data)
 
 

@@ -3,8 +3,13 @@ the ``ncgeom reproduce`` pipeline).
 
 Checker modules (each exposes ``checks(*, quick: bool) -> list[Callable[[], CheckResult]]``) are imported
 lazily, in the order of :data:`CHECK_MODULES`. A module that is missing, a ``checks()`` that raises or a
-checker that raises becomes a ``fail`` row saying so; ``run_all`` never crashes on a checker. The report
-passes iff no row is ``fail`` (``unresolved`` and ``info`` do not fail it).
+checker that raises becomes a ``fail`` row saying so, labelled ``self-test`` (a statement about the
+checking machinery, not about the paper); ``run_all`` never crashes on a checker. The report passes iff
+no row is ``fail`` (``unresolved`` and ``info`` do not fail it).
+
+Every row carries an evidence label (:data:`ncgeom.vocabulary.EVIDENCE`); :attr:`VerifyReport.evidence_counts`
+counts the passes of each kind and :func:`evidence_summary` writes them in one line, the self-tests apart
+from the evidence about the paper.
 """
 
 from __future__ import annotations
@@ -20,11 +25,12 @@ from typing import Any
 from ncgeom.atomic_io import jsonable
 from ncgeom.provenance import provenance
 from ncgeom.validate import require_keys
+from ncgeom.vocabulary import EVIDENCE
 from proofs_check.records import CheckResult
 
-__all__ = ["CHECK_MODULES", "VerifyReport", "run_all", "key_numbers"]
+__all__ = ["CHECK_MODULES", "VerifyReport", "run_all", "key_numbers", "evidence_counts", "evidence_summary"]
 
-CHECK_MODULES: tuple[str, ...] = ("symbolic", "harris", "certificates", "counterexample", "hucl")
+CHECK_MODULES: tuple[str, ...] = ("symbolic", "harris", "jensen", "certificates", "counterexample", "hucl")
 
 # Details shown in the table, in order of preference (the first few present are shown).
 _KEY_PREFERENCE = (
@@ -56,35 +62,68 @@ class VerifyReport:
 
     @property
     def counts(self) -> dict[str, int]:
+        """Checks per status."""
         return dict(Counter(r.status for r in self.checks))
 
+    @property
+    def evidence_counts(self) -> dict[str, int]:
+        """Passed checks per kind of evidence (every kind of EVIDENCE, 0 when none): :func:`evidence_counts`."""
+        return evidence_counts(self.checks)
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict: {"checks": [...], "passed", "quick", "seconds", "counts", "modules", "provenance"}."""
+        """JSON-ready dict: {"checks": [...], "passed", "quick", "seconds", "counts", "evidence_counts",
+        "modules", "provenance"}."""
         return jsonable({
             "checks": [r.to_dict() for r in self.checks],
             "passed": self.passed,
             "quick": self.quick,
             "seconds": self.seconds,
             "counts": self.counts,
+            "evidence_counts": self.evidence_counts,
             "modules": list(self.modules),
             "provenance": self.provenance,
         })
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VerifyReport:
-        """The inverse of :meth:`to_dict`; an unknown or missing key, or inconsistent ``passed`` / ``counts``,
-        raises ValueError naming it."""
-        known = {"checks", "passed", "quick", "seconds", "counts", "modules", "provenance"}
+        """The inverse of :meth:`to_dict`; an unknown or missing key (a check without ``evidence`` included),
+        or inconsistent ``passed`` / ``counts`` / ``evidence_counts``, raises ValueError naming it."""
+        known = {"checks", "passed", "quick", "seconds", "counts", "evidence_counts", "modules", "provenance"}
         require_keys("verify report", data, accepted=known, required=known)
         report = cls(tuple(CheckResult.from_dict(r) for r in data["checks"]), bool(data["quick"]),
                      float(data["seconds"]), tuple(data["modules"]), dict(data["provenance"]))
         if data["passed"] != report.passed or data["counts"] != report.counts:
             raise ValueError("verify report: 'passed' or 'counts' disagrees with the checks")
+        if data["evidence_counts"] != report.evidence_counts:
+            raise ValueError("verify report: 'evidence_counts' disagrees with the checks")
         return report
 
 
+def evidence_counts(checks: Sequence[CheckResult]) -> dict[str, int]:
+    """{kind: number of checks with status ``pass`` and that evidence}, for every kind of EVIDENCE."""
+    counts: dict[str, int] = dict.fromkeys(EVIDENCE, 0)
+    for r in checks:
+        if r.status == "pass":
+            counts[r.evidence] += 1
+    return counts
+
+
+def evidence_summary(checks: Sequence[CheckResult]) -> str:
+    """One line: the passes per kind of evidence about the paper, then the self-tests apart.
+
+    >>> rows = [CheckResult("a", "s", "m", "pass", evidence="exact"), CheckResult("b", "s", "m", "pass", evidence="self-test")]
+    >>> evidence_summary(rows)
+    'evidence about the paper (passes): 1 exact, 0 independent, 0 numerical; self-tests of the checkers: 1 of 1 passed'
+    """
+    counts = evidence_counts(checks)
+    paper = ", ".join(f"{counts[kind]} {kind}" for kind in EVIDENCE if kind != "self-test")
+    selftests = sum(r.evidence == "self-test" for r in checks)
+    return f"evidence about the paper (passes): {paper}; self-tests of the checkers: {counts['self-test']} of {selftests} passed"
+
+
 def _fail_row(name: str, statement: str, error: str, seconds: float = 0.0) -> CheckResult:
-    return CheckResult(name, statement, "runner", "fail", {"error": error}, seconds, "proofs_check.report")
+    # a statement about the checking machinery (a module is missing, a checker crashed): self-test, not the paper
+    return CheckResult(name, statement, "runner", "fail", {"error": error}, seconds, "proofs_check.report", evidence="self-test")
 
 
 def _checker_name(fn) -> str:

@@ -63,6 +63,7 @@ def test_quoted_values_at_c10():
 def test_exact_check_passes():
     result = check_exact(max_classes=10)
     assert result.status == "pass", result.details
+    assert result.evidence == "exact"  # sympy values of the point sets, order at 50 digits
     assert result.details["min_difference_C3_up"] > 0
     assert result.details["values"][2]["difference"] == "0"
 
@@ -77,6 +78,7 @@ def test_exact_check_fails_on_wrong_closed_form():
 def test_all_classes_proof_and_false_statement():
     result = check_all_classes()
     assert result.status == "pass", result.details
+    assert result.evidence == "exact"  # an interval-arithmetic proof
     assert result.details["min_derivative_lower_bound"] > 0
     assert result.details["value_at_eps_0"] == 0.0  # E(0) = 0, the proof's other premise (checked since review)
     assert_allclose(result.details["derivative_at_0"],
@@ -89,6 +91,7 @@ def test_all_classes_proof_and_false_statement():
 def test_search_beats_nc_but_not_the_cross_polytope():
     result = check_search(dims=(2,), num_starts=2)
     assert result.status == "pass", result.details
+    assert result.evidence == "numerical"  # a float64 L-BFGS search: evidence, not proof
     row = result.details["dims"][2]
     assert row["best_found"] < row["nc"] - 1e-3
     assert row["best_found"] >= row["cross_polytope"] - 1e-9

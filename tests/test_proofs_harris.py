@@ -150,9 +150,88 @@ def test_check_tilted_equality_at_nc_true_and_off_nc():
     assert res.status == "fail"
 
 
-def test_necessity_checks_pass():
-    assert H.check_harris_needs_product().status == "pass"
-    assert H.check_tilted_needs_monotone_eta().status == "pass"
+def test_necessity_checks_pass_and_are_self_tests():
+    for check in (H.check_harris_needs_product, H.check_tilted_needs_monotone_eta):
+        res = check()
+        assert res.status == "pass" and res.evidence == "self-test"  # evidence about the checker, not the paper
+
+
+def test_every_other_harris_check_is_exact():
+    assert {r.name: r.evidence for r in (c() for c in H.checks(quick=True))} == {
+        "harris_inequality": "exact", "tilted_vs_plain": "exact", "tilted_gap_is_covariance": "exact",
+        "tilted_equality_at_nc": "exact", "tilted_vs_plain_joint_eta": "exact",
+        "harris_needs_product": "self-test", "tilted_needs_monotone_eta": "self-test"}
+
+
+# --- Theorem 1 for a joint eta: R^k -> R ------------------------------------------------------------
+
+
+def _naive_joint_loss(model, setting, psi, k, joint_eta):
+    """Loop over anchors, positives and ordered k-tuples of negative points, straight from the definition."""
+    n, total = len(model.labels), Fraction(0)
+    for i in range(n):
+        eligible = [m for m in range(n) if setting == "ucl" or model.labels[m] != model.labels[i]]
+        same = [j for j in range(n) if model.labels[j] == model.labels[i]]
+        weights = {}
+        for negs in itertools.product(eligible, repeat=k):
+            w = Fraction(1)
+            for m in negs:
+                w *= model.mass(m)
+            weights[negs] = w * (joint_eta(tuple(model.gram[i][m] for m in negs)) if joint_eta else 1)
+        z = sum(weights.values())
+        for j in same:
+            p_pos = model.mass(j) / sum(model.mass(x) for x in same)
+            for negs, w in weights.items():
+                total += model.mass(i) * p_pos * w / z * psi(tuple(model.gram[i][m] - model.gram[i][j] for m in negs))
+    return total
+
+
+def test_joint_model_loss_matches_naive_loop_and_the_product_tilt():
+    rng = np.random.default_rng(11)
+    for _ in range(3):
+        model = H.random_model(rng=rng, num_points=5, num_classes=2, weighted=True)
+        assert sum(model.mass(i) for i in range(5)) == 1
+        psi, eta = H.random_monotone_psi(rng=rng), H.random_monotone_eta(rng=rng)
+        joint = H.random_monotone_joint_eta(2, rng=rng)
+        for setting in ("scl", "ucl"):
+            got = H.model_loss(model, setting, psi, num_negatives=2, joint_eta=joint)
+            assert got == _naive_joint_loss(model, setting, psi, 2, joint)
+            assert H.model_loss(model, setting, psi, num_negatives=2) == _naive_joint_loss(model, setting, psi, 2, None)
+            # the product tilt is the joint eta prod_i eta(S_i): two code paths, one value
+            product = lambda s, eta=eta: eta(s[0]) * eta(s[1])  # noqa: E731
+            assert H.model_loss(model, setting, psi, num_negatives=2, joint_eta=product) == H.model_loss(model, setting, psi, num_negatives=2, eta=eta)
+    with pytest.raises(ValueError, match="not both"):
+        H.model_loss(model, "scl", psi, num_negatives=2, eta=eta, joint_eta=joint)
+
+
+def test_random_joint_eta_is_monotone_positive_and_not_a_product():
+    rng = np.random.default_rng(5)
+    grid = [Fraction(x, 2) for x in range(-4, 5)]
+    not_product = 0
+    for _ in range(20):
+        eta = H.random_monotone_joint_eta(2, rng=rng)
+        table = {(a, b): eta((grid[a], grid[b])) for a in range(len(grid)) for b in range(len(grid))}
+        assert H.is_monotone_table(table) and min(table.values()) > 0
+        # a product f(a) g(b) has rank one: table[a, b] table[0, 0] = table[a, 0] table[0, b]
+        not_product += any(table[a, b] * table[0, 0] != table[a, 0] * table[0, b] for a, b in table)
+    assert not_product > 10
+
+
+def test_check_joint_tilted_bound_true():
+    res = H.check_joint_tilted_bound(rng=np.random.default_rng(3), num_trials=4, num_negatives=3)
+    assert res.status == "pass" and res.evidence == "exact"
+    assert Fraction(res.details["min_gap"]) >= 0
+
+
+def test_check_joint_tilted_bound_fails_on_a_decreasing_joint_eta():
+    # eta(s) = 9 - s_1 - s_2 > 0 (|s| <= 2) is decreasing; with psi(t) = t_1 + t_2 the gap is
+    # -Var(S_1 + S_2) / Z < 0 wherever an anchor's negatives are not all equally similar
+    decreasing = lambda s: Fraction(9) - sum(s, Fraction(0))  # noqa: E731
+    res = H.check_joint_tilted_bound(rng=np.random.default_rng(0), num_trials=3, num_negatives=2, psi=lambda t: sum(t, Fraction(0)), joint_eta=decreasing)
+    assert res.status == "fail" and Fraction(res.details["min_gap"]) < 0 and res.details["witness"] is not None
+    # a decreasing joint eta with the random monotone psi of the default trials fails as well
+    res = H.check_joint_tilted_bound(rng=np.random.default_rng(0), num_trials=6, num_negatives=2, joint_eta=lambda s: Fraction(1, 4) + (Fraction(1) if max(s) <= 0 else 0))
+    assert res.status == "fail"
 
 
 def test_checks_quick_all_pass_and_reproducible():

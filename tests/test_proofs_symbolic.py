@@ -50,10 +50,31 @@ def test_decide_never_passes_on_floats():
 
 
 def test_etf_gram_symbolic_true_and_false():
-    assert S.check_etf_gram_symbolic().status == "pass"
+    res = S.check_etf_gram_symbolic()
+    assert res.status == "pass" and res.evidence == "exact"
     assert S.check_etf_gram_symbolic(coefficients=lambda c: (1, -1 / c)).status == "fail"
     # right eigen-structure on 1, wrong scale: G = I - 11^T / C is a projector, not the unit ETF
     assert S.check_etf_gram_symbolic(coefficients=lambda c: (sp.Integer(1), -1 / c)).status == "fail"
+
+
+def test_etf_gram_symbolic_fails_on_a_wrong_spectrum_or_construction():
+    # the claimed eigenvalue is compared with power sums of the entries, not with the coefficient a
+    res = S.check_etf_gram_symbolic(eigenvalue=lambda c: c / (c - 2))
+    assert res.status == "fail" and res.details["tr G = (C-1) lambda"] == "refuted"
+    assert S.check_etf_gram_symbolic(eigenvalue=lambda c: sp.Integer(1)).status == "fail"
+    # a construction without the sqrt(C/(C-1)) normalization: its Gram is not the claimed matrix
+    unnormalized = lambda c: tuple(x * (c - 1) / c for x in etf.construction_inner_products(c))  # noqa: E731
+    res = S.check_etf_gram_symbolic(construction=unnormalized)
+    assert res.status == "fail" and res.details["unit: <v_c, v_c> = 1"] == "refuted"
+
+
+def test_construction_inner_products_match_the_coordinates():
+    # naive reference: the vectors sqrt(C/(C-1)) (e_c - 1/C) with exact rationals, for C = 2..7
+    for n in range(2, 8):
+        v = sp.sqrt(sp.Rational(n, n - 1)) * (sp.eye(n) - sp.ones(n, n) / n)
+        diag, off = etf.construction_inner_products(sp.Integer(n))
+        assert sp.simplify((v[0, :] * v[0, :].T)[0, 0] - diag) == 0
+        assert sp.simplify((v[0, :] * v[1, :].T)[0, 0] - off) == 0
 
 
 def test_etf_gram_exact_true_and_off_etf():
@@ -201,13 +222,30 @@ def _swapped(psi_fn, *, k, p=closed_forms.P_SYMBOL, c=C_SYMBOL):
 
 @pytest.mark.parametrize("name", ["infonce", "infonce-mean", "triplet"])
 def test_closed_form_binomial_true(name):
-    assert S.check_closed_form_binomial(name, k=3).status == "pass"
+    res = S.check_closed_form_binomial(name, k=3)
+    assert res.status == "pass" and res.evidence == "independent"
+    assert res.details["num_points"] == 2 * len(SETTINGS)
 
 
-def test_closed_form_binomial_wrong_formula_and_non_symmetric_psi():
-    assert S.check_closed_form_binomial("infonce", k=2, closed_form=_swapped).status == "fail"
-    first_only = _named(lambda t: sp.log(1 + sp.exp(t[0] / TAU)) + t[-1] / 10, "asymmetric")
-    assert S.check_closed_form_binomial(first_only, k=2).status == "fail"
+def test_closed_form_binomial_fails_on_a_wrong_formula():
+    # p and 1 - p swapped: wrong wherever p is not 1/2 (every setting of the quick points)
+    res = S.check_closed_form_binomial("infonce", k=2, closed_form=_swapped)
+    assert res.status == "fail" and len(res.details["failures"]) == 5  # the report keeps the first five
+
+
+def test_closed_form_binomial_fails_on_a_wrong_population_loss():
+    # the ncgeom side is what is checked: a population loss that ignores the tilt (HSCL is unchanged at
+    # NC, HUCL is not), or is off by a relative 1e-11, must fail
+    def untilted(setting, psi, **kw):
+        return closed_forms._population_at_nc(setting, psi, **{**kw, "beta": 0.0})
+
+    res = S.check_closed_form_binomial("infonce-mean", k=2, population=untilted)
+    assert res.status == "fail" and {f["setting"] for f in res.details["failures"]} == {"hucl"}
+
+    def off(setting, psi, **kw):
+        return closed_forms._population_at_nc(setting, psi, **kw) * (1 + 1e-11)
+
+    assert S.check_closed_form_binomial("triplet", k=1, population=off).status == "fail"
 
 
 def test_scl_closed_forms_true_and_wrong():

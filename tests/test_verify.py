@@ -14,12 +14,13 @@ import ncgeom.cli.verify as verify_cli
 import proofs_check.report as report
 from ncgeom.atomic_io import dumps_json
 from ncgeom.cli.main import main
+from ncgeom.vocabulary import EVIDENCE
 from proofs_check.records import CheckResult
 from proofs_check.report import VerifyReport, key_numbers, run_all
 
 
-def _result(name, status, **details):
-    return CheckResult(name, "s", "m", status, details, 0.01, "test")
+def _result(name, status, evidence="exact", **details):
+    return CheckResult(name, "s", "m", status, details, 0.01, "test", evidence=evidence)
 
 
 def test_all_names_exist_once():
@@ -33,6 +34,7 @@ def test_missing_module_is_a_fail_row(monkeypatch):
     rep = run_all(quick=True, modules=("nonexistent",), with_provenance=False)
     assert [r.name for r in rep.checks] == ["nonexistent_missing"]
     assert rep.checks[0].status == "fail" and "missing" in rep.checks[0].details["error"]
+    assert rep.checks[0].evidence == "self-test"  # about the checking machinery, not the paper
     assert not rep.passed
 
 
@@ -76,11 +78,15 @@ def test_unknown_module_raises():
 def test_report_round_trips_through_strict_json_and_key_numbers():
     # a non-str key on purpose: the JSON record writes it as "3"
     details: dict[Any, Any] = {"a": np.float64(1.5), "b": np.arange(2), "c": (math.nan, math.inf), 3: np.bool_(True)}
-    rep = VerifyReport((CheckResult("x", "s", "m", "pass", details, 0.01, "test"), _result("y", "info")), True, 0.5, ("symbolic",), {"git": "abc"})
+    rep = VerifyReport((CheckResult("x", "s", "m", "pass", details, 0.01, "test", evidence="independent"), _result("y", "info")), True, 0.5, ("symbolic",), {"git": "abc"})
     data = json.loads(dumps_json(rep.to_dict()))
     assert data["checks"][0]["details"] == {"a": 1.5, "b": [0, 1], "c": [None, None], "3": True}
+    assert data["checks"][0]["evidence"] == "independent"
+    assert data["evidence_counts"] == {"exact": 0, "independent": 1, "numerical": 0, "self-test": 0}  # passes only
     back = VerifyReport.from_dict(data)
     assert back.to_dict() == data and back.passed and back.counts == {"pass": 1, "info": 1}
+    with pytest.raises(ValueError, match="evidence_counts"):
+        VerifyReport.from_dict({**data, "evidence_counts": {**data["evidence_counts"], "exact": 1}})
     with pytest.raises(ValueError, match="unknown key"):
         VerifyReport.from_dict({**data, "passes": True})
     with pytest.raises(ValueError, match="disagrees"):
@@ -92,11 +98,17 @@ def test_report_round_trips_through_strict_json_and_key_numbers():
 
 
 def test_cli_exit_code_and_table_on_failure(monkeypatch, capsys):
-    fake = VerifyReport((_result("good", "pass", gap=1e-9), _result("bad", "fail", error="wrong")), True, 0.2, ())
+    fake = VerifyReport((_result("good", "pass", gap=1e-9), _result("bad", "fail", error="wrong"),
+                         _result("control", "pass", evidence="self-test")), True, 0.2, ())
     monkeypatch.setattr(verify_cli, "run_all", lambda **kwargs: fake)
     assert main(["verify", "--quick"]) == 1
     out = capsys.readouterr().out
     assert "FAILED" in out and "bad" in out and "wrong" in out
+    lines = out.splitlines()
+    assert lines[0].split() == ["check", "statement", "method", "status", "evidence", "key", "numbers", "time"]
+    assert lines[2].split()[:5] == ["good", "s", "m", "pass", "exact"]
+    assert lines[-1] == ("evidence about the paper (passes): 1 exact, 0 independent, 0 numerical; "
+                         "self-tests of the checkers: 1 of 1 passed")
     assert main(["verify", "--quick", "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["passed"] is False
 
@@ -121,7 +133,9 @@ def test_cli_only_smoke(capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["passed"] is True
     assert {r["status"] for r in data["checks"]} == {"pass"}
-    assert {"name", "statement", "method", "status", "details", "seconds"} <= set(data["checks"][0])
+    assert {"name", "statement", "method", "status", "details", "seconds", "evidence"} <= set(data["checks"][0])
+    assert {r["evidence"] for r in data["checks"]} == {"numerical"}  # solver optima and float bounds
+    assert data["evidence_counts"]["numerical"] == len(data["checks"])
 
 
 def test_verify_quick_json_passes_end_to_end():
@@ -134,4 +148,7 @@ def test_verify_quick_json_passes_end_to_end():
     assert proc.returncode == 0
     names = {c["name"] for c in data["checks"]}
     assert "certificate_ucl_infonce_sphere_C4_k2_tau0.5" in names and "counterexample_all_classes" in names
+    assert "jensen_step[k=2]" in names and "tilted_vs_plain_joint_eta" in names
+    assert all(c["evidence"] in EVIDENCE for c in data["checks"])
+    assert sum(data["evidence_counts"].values()) == data["counts"]["pass"]
     assert data["seconds"] < 120  # measured ~17-30 s; the budget is 60 s, 2x slack for shared cores

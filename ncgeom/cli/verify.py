@@ -6,14 +6,19 @@ Example::
     $ ncgeom verify --json > verify.json
     $ ncgeom verify --quick --only certificates,counterexample
 
-Checkers: symbolic derivations and Harris checks (proofs_check.symbolic, proofs_check.harris), convex
-certificates (proofs_check.certificates), the Theorem 3 counterexample (proofs_check.counterexample)
-and the HUCL exploration (proofs_check.hucl). The exit code is 0 iff no check has status ``fail``
-(``unresolved`` and ``info`` do not fail), 1 otherwise.
+Checkers: symbolic derivations and Harris checks (proofs_check.symbolic, proofs_check.harris), the
+Jensen step of Theorems 2-3 (proofs_check.jensen), convex certificates (proofs_check.certificates), the
+Theorem 3 counterexample (proofs_check.counterexample) and the HUCL exploration (proofs_check.hucl). The
+exit code is 0 iff no check has status ``fail`` (``unresolved`` and ``info`` do not fail), 1 otherwise.
+
+Every check says what its pass is worth (``evidence``, :data:`ncgeom.vocabulary.EVIDENCE`): ``exact``,
+``independent``, ``numerical`` or ``self-test`` (a test of the checker itself, reported apart from the
+evidence about the paper). The table has an evidence column and ends with the passes per kind.
 
 The JSON output is one object: ``{"checks": [{"name", "statement", "method", "status", "details",
-"seconds", "source"}, ...], "passed": bool, "quick", "seconds", "counts", "modules", "provenance"}``;
-non-finite numbers are written as null.
+"seconds", "source", "evidence"}, ...], "passed": bool, "quick", "seconds", "counts", "evidence_counts",
+"modules", "provenance"}`` (``evidence_counts``: passes per kind of evidence); non-finite numbers are
+written as null.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import argparse
 import sys
 
 from ncgeom.atomic_io import dumps_json
-from proofs_check.report import CHECK_MODULES, key_numbers, run_all
+from proofs_check.report import CHECK_MODULES, evidence_summary, key_numbers, run_all
 
 __all__ = ["register", "run", "format_table"]
 
@@ -31,13 +36,13 @@ def register(subparsers) -> None:
     """Add the ``verify`` subcommand to ``subparsers``."""
     p = subparsers.add_parser(
         "verify",
-        help="run the symbolic, Harris, convex-certificate, counterexample and HUCL checks",
+        help="run the symbolic, Harris, Jensen, convex-certificate, counterexample and HUCL checks",
         description="Run every proofs_check checker; exit 0 iff no check failed.",
     )
     p.add_argument("--quick", action="store_true", help="quick subset (under a minute on 2 cores)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--only", default=None, metavar="MODULES",
-                   help="comma-separated subset of: symbolic, harris, certificates, counterexample, hucl")
+                   help=f"comma-separated subset of: {', '.join(CHECK_MODULES)}")
     p.set_defaults(func=run)
 
 
@@ -47,11 +52,12 @@ def _shorten(text: str, width: int) -> str:
 
 
 def format_table(report) -> str:
-    """The report as a fixed-width table: check, statement, method, status, key numbers, time."""
-    rows = [("check", "statement", "method", "status", "key numbers", "time")]
+    """The report as a fixed-width table: check, statement, method, status, evidence, key numbers, time;
+    then the verdict, the counts per status and the passes per kind of evidence (self-tests apart)."""
+    rows = [("check", "statement", "method", "status", "evidence", "key numbers", "time")]
     for r in report.checks:
         rows.append((_shorten(r.name, 48), _shorten(r.statement, 40), _shorten(r.method, 20), r.status,
-                     _shorten(key_numbers(r), 90), f"{r.seconds:.2f}s"))
+                     r.evidence, _shorten(key_numbers(r), 90), f"{r.seconds:.2f}s"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -59,6 +65,7 @@ def format_table(report) -> str:
     verdict = "PASSED" if report.passed else "FAILED"
     lines.append(f"\n{verdict}: {len(report.checks)} checks ({counts}) in {report.seconds:.1f}s"
                  f"{' [quick]' if report.quick else ''}")
+    lines.append(evidence_summary(report.checks))
     return "\n".join(lines)
 
 

@@ -92,13 +92,29 @@ FIGURES: tuple[FigureSpec, ...] = (
         "HUCL: distance to the simplex ETF vs beta",
         "Left: final ETF distance of the trained HUCL runs of the claim-3 sweep (beta = 0 is UCL) vs beta, "
         "with the SCL/HSCL runs of the claim-1 sweep for reference. Middle and right: the proofs_check "
-        "exploration of the HUCL population minimum over collapsed configurations (minimum "
-        "found vs the loss at NC, and the minimizer's distance to the ETF) vs beta, with the critical beta "
-        "above which NC is no longer a local minimizer (dotted). Claim 3 expects the "
-        "deviation from the ETF to grow with beta; docs/theory.md lists NC-optimality of HUCL as open.",
+        "exploration of the HUCL population minimum over collapsed configurations in R^d at the runs' C and d "
+        "(C = 10, d = C - 1 = 9 in the shipped spec): minimum found vs the loss at NC, and the minimizer's "
+        "distance to the ETF, vs beta. Every panel marks, for that (C, d), k = 1 and tau = 1, the local "
+        "threshold above which NC is no longer a local minimizer (dotted) and the global switch above which a "
+        "collapsed configuration beats NC (dash-dotted). Claim 3 expects the deviation from the ETF to grow with "
+        "beta; docs/theory.md lists NC-optimality of HUCL as open.",
         claims=("3",),
         statements=("HUCL open problem", "Theorem 1"),
         data=("sweeps", "theory"),
+    ),
+    FigureSpec(
+        "fig_hucl_thresholds",
+        "HUCL thresholds by dimension",
+        "Left: smallest eigenvalue of the Hessian of the HUCL population loss at NC over collapsed configurations "
+        "in R^d, modulo rotations, vs beta (k = 1, infonce, tau = 1), for C in {3, 4, 10}; solid d = C - 1, dashed "
+        "d = C. x: local threshold (NC stops being a local minimizer); o: global switch (the smallest beta at which "
+        "a multi-start search found a configuration below NC). In d = C the threshold is the equiangular direction, "
+        "which needs d >= C; in d = C - 1 (the claim-3 runs) it is later, and a configuration with a near-antipodal "
+        "pair beats NC first. Right: the thresholds per (C, d), and those of the claim-3 batch objective (detached "
+        "weights, the runs' batch size) when computed.",
+        claims=("3",),
+        statements=("HUCL open problem",),
+        data=("theory",),
     ),
     FigureSpec(
         "fig_nc_values",
@@ -134,6 +150,8 @@ FIGURES: tuple[FigureSpec, ...] = (
         "Near-NC vs random initialization",
         "ETF distance and smallest normalized spectrum value vs epoch starting from a near-NC "
         "initialization (solid) or a random one (dashed), for SCL/HSCL and UCL/HUCL at several beta. "
+        "Not at equal learning rate: the near-NC runs (claim-7 sweep) use lr 0.05, the random-init runs "
+        "(claim-6 sweep, else claim 1 or 3) their own sweep's lr (0.01 for claim 6); the legend and title give it. "
         "Claim 7 expects SCL/HSCL to stay at NC and HUCL with beta in {10, 30} to drift away with "
         "dimensional collapse.",
         claims=("7",),

@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from ncgeom.atomic_io import atomic_write_bytes, atomic_write_text, read_json
-from ncgeom.experiments.claims import CLAIMS, ClaimResult
+from ncgeom.experiments.claims import CLAIMS, ClaimResult, verdict_text
+from ncgeom.experiments.evaluations import INTERVAL_METHOD
 from ncgeom.figures.registry import FIGURES
 from ncgeom.reproduce.stages import STAGES, StageRecord
 from proofs_check.records import CheckResult
+from proofs_check.report import evidence_summary
 
 __all__ = ["write_report", "render_report", "claim_figures", "write_gallery"]
 
@@ -90,29 +92,35 @@ def render_report(out: str | Path) -> str:
         for c in checks:
             counts[c.status] = counts.get(c.status, 0) + 1
         lines.append("Totals: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) + ".")
+        lines.append(f"Passes by kind of evidence: {evidence_summary(checks)}. (exact: exact arithmetic, symbolic or "
+                     "interval proof; independent: two computations sharing no code agree; numerical: floating-point "
+                     "search or optimization; self-test: the checker fed a false statement.)")
         lines.append("")
-        rows = [[c.name, c.status, c.method, f"{c.seconds:.2f}", c.source, _short_details(c.details)] for c in checks]
-        lines += _table(["check", "status", "method", "seconds", "source", "key numbers"], rows)
+        rows = [[c.name, c.status, c.evidence, c.method, f"{c.seconds:.2f}", c.source, _short_details(c.details)] for c in checks]
+        lines += _table(["check", "status", "evidence", "method", "seconds", "source", "key numbers"], rows)
 
     lines += ["", f"## Claims ({THEORY}, section 9)", ""]
     results = [r for r in (ClaimResult.load(out, cid) for cid in CLAIMS) if r is not None]
     if not results:
         lines.append("_No claim results (claims stage not run)._")
     else:
-        lines.append("Summary, one row per claim (the verdict of its `overall` row; the detailed rows follow):")
+        lines.append("Summary, one row per claim (the verdict of its `overall` row; the detailed rows follow). "
+                     "Each row decides on means over the seeds of a grid point and their intervals "
+                     f"({INTERVAL_METHOD}; {THEORY}, section 9, verdict rules); seeds: the fewest per grid "
+                     "point; a context row (baseline or control) decides nothing:")
         lines.append("")
         summary = []
         for r in results:
             verdict = str(r.overall or r.error or "no verdict")
             if r.failed_runs:
                 verdict += f" ({len(r.failed_runs)} run(s) failed)"
-            summary.append([r.claim, r.statement, f"**{verdict}**", r.runs, claim_figures(r.claim)])
-        lines += _table(["claim", "statement", "verdict", "runs", "figure"], summary)
+            summary.append([r.claim, r.statement, f"**{verdict}**", r.runs, r.n_seeds, claim_figures(r.claim)])
+        lines += _table(["claim", "statement", "verdict", "runs", "seeds", "figure"], summary)
         lines += ["", "Claim by claim:", ""]
         lines += _table(
-            ["claim", "setting", "metric", "expected", "observed", "verdict", "figure"],
-            [[row.claim, row.setting, row.metric, row.expected, row.observed, f"**{row.verdict or '-'}**", claim_figures(r.claim)]
-             for r in results for row in r.rows],
+            ["claim", "setting", "metric", "expected", "observed", "95% interval", "seeds", "verdict", "figure"],
+            [[row.claim, row.setting, row.metric, row.expected, row.observed, row.interval_text(), row.n_seeds,
+              f"**{verdict_text(row)}**", claim_figures(r.claim)] for r in results for row in r.rows],
         )
 
     lines += ["", "## Figures", ""]

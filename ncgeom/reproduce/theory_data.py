@@ -6,8 +6,11 @@
   (docs/theory.md, Theorem 1; :func:`ncgeom.population.population_loss`, exact method).
 - ``certificates.json``: convex-certificate optimum vs closed form (docs/theory.md, section 6;
   proofs_check.certificates).
-- ``hucl_exploration.json``: the numerical exploration of the HUCL minimum vs beta (docs/theory.md,
-  "HUCL [open problem]"; proofs_check).
+- ``hucl_exploration.json``: the numerical exploration of the HUCL minimum vs beta at the (C, d) of the
+  claim-3 runs (docs/theory.md, section 4, "HUCL: an open problem"; proofs_check.hucl).
+- ``hucl_thresholds.json``: the HUCL thresholds by dimension, beta_loc(C, d) and beta_sw(C, d), with the
+  smallest Hessian eigenvalue at NC vs beta, and the thresholds of the claim-3 batch objective
+  (docs/results.md, "HUCL thresholds by dimension"; proofs_check.hucl).
 
 Each file is computed only if absent (resumable) and written atomically. Figure scripts read these
 files and never recompute them.
@@ -15,6 +18,7 @@ files and never recompute them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,7 +29,10 @@ from ncgeom.population import FiniteLatentModel, population_loss
 from ncgeom.reproduce.scales import ScaleParameters
 from ncgeom.theory import collision_probability, nc_value
 from ncgeom.vocabulary import SETTINGS, PsiName, hard_setting
-from proofs_check.hucl import check_hucl
+from proofs_check.hucl import check_hucl, check_threshold_table
+from proofs_check.hucl.batch import batch_thresholds
+from proofs_check.hucl.checkers import TAU, claim3_geometry
+from proofs_check.hucl.jets import blocks_for, reduced_curvature
 from proofs_check.records import CheckResult
 
 __all__ = [
@@ -33,11 +40,13 @@ __all__ = [
     "harris_gaps",
     "certificate_table",
     "hucl_exploration",
+    "hucl_thresholds",
     "compute_all",
     "THEORY_FILES",
 ]
 
-THEORY_FILES: tuple[str, ...] = ("nc_values", "harris_gap", "certificates", "hucl_exploration")
+HUCL_CURVE_BETAS: tuple[float, ...] = tuple(round(0.05 * i, 10) for i in range(61))  # 0..3: every threshold is below 2.4
+THEORY_FILES: tuple[str, ...] = ("nc_values", "harris_gap", "certificates", "hucl_exploration", "hucl_thresholds")
 
 
 def nc_value_curves(*, num_classes: int, num_negatives: tuple[int, ...], betas: tuple[float, ...], tau: float = 1.0, psi: PsiName = "infonce") -> dict:
@@ -161,39 +170,62 @@ def certificate_table(*, cases, verify_results: Path | None = None) -> dict:
     return {"cases": rows, "source": "docs/theory.md, section 6 (proofs_check.certificates)"}
 
 
-def hucl_exploration(*, betas, verify_results: Path | None = None, num_classes: int = 4, num_negatives: int = 1, num_starts: int = 4) -> dict:
-    """The numerical exploration of the HUCL minimum over collapsed configurations vs beta.
+def hucl_exploration(*, betas, num_classes: int, dim: int, verify_results: Path | None = None, num_negatives: int = 1,
+                     num_starts: int = 4) -> dict:
+    """The numerical exploration of the HUCL minimum over collapsed configurations in R^dim vs beta.
 
-    docs/theory.md, section 4 ("HUCL [claim: open problem]"): Theorem 1 gives L_HUCL >= L_UCL(NC), not tight
-    at NC. :func:`proofs_check.hucl.check_hucl` minimizes L_HUCL over unit class vectors (multi-start
-    L-BFGS) and reports, per beta, the minimum found, the value at NC, the Harris bound and the distance
-    of the minimizer's Gram to the ETF Gram, and the critical beta above which NC stops being a local
-    minimizer (``critical_beta``, None if not found). The records of the verify stage (names
-    ``hucl_exploration_*``) are reused; without them one exploration is run here on ``betas``.
+    docs/theory.md, section 4 ("HUCL: an open problem"): Theorem 1 gives L_HUCL >= L_UCL(NC), not tight at NC.
+    :func:`proofs_check.hucl.check_hucl` minimizes L_HUCL over unit class vectors in R^dim (multi-start
+    L-BFGS) and reports, per beta, the minimum found, the value at NC, the Harris bound and the distance of
+    the minimizer's Gram to the ETF Gram. The records of the verify stage (names ``hucl_exploration_*``) with
+    this (C, d, k) are reused; without one the exploration is run here on ``betas``. The pipeline passes the
+    (C, d) of the claim-3 runs, so that the figure puts the runs next to the exploration of their geometry.
 
-    Returns ``{"explorations": [{"name", "num_classes", "num_negatives", "num_starts", "rows":
+    Returns ``{"explorations": [{"name", "num_classes", "dim", "num_negatives", "num_starts", "rows":
     [{"beta", "min_found", "nc_value", "harris_bound", "etf_distance", ...}]}]}``.
     """
-    checks = [c for c in _verify_checks(verify_results, "hucl_exploration") if "rows" in c.details]
+    checks = [c for c in _verify_checks(verify_results, "hucl_exploration")
+              if (c.details.get("num_classes"), c.details.get("dim"), c.details.get("num_negatives"))
+              == (num_classes, dim, num_negatives) and "rows" in c.details]
     if not checks:
-        checks = [check_hucl(num_classes=num_classes, num_negatives=num_negatives, num_starts=num_starts, betas=tuple(betas))]
+        checks = [check_hucl(num_classes=num_classes, dim=dim, num_negatives=num_negatives, num_starts=num_starts,
+                             betas=tuple(betas))]
     explorations = []
     for check in checks:
         details = check.details
-        explorations.append(
-            {
-                "name": check.name,
-                "num_classes": details.get("num_classes"),
-                "num_negatives": details.get("num_negatives"),
-                "num_starts": details.get("num_starts"),
-                "psi": details.get("psi", "infonce"),
-                "tau": details.get("tau", 1.0),
-                "rows": details["rows"],
-                "critical_beta": details.get("critical_beta"),
-                "harris_bound_respected": details.get("harris_bound_respected"),
-            }
-        )
+        explorations.append({key: details.get(key) for key in ("num_classes", "dim", "num_negatives", "num_starts",
+                                                               "psi", "tau", "rows")} | {"name": check.name})
     return {"explorations": explorations, "source": "docs/theory.md, section 4, HUCL open problem (proofs_check.hucl)"}
+
+
+def hucl_thresholds(*, verify_results: Path | None = None, quick: bool = True, claim3: tuple[int, int, int] | None = None,
+                    batch: bool = False, betas=HUCL_CURVE_BETAS) -> dict:
+    """The HUCL thresholds by dimension (docs/results.md, "HUCL thresholds by dimension"; proofs_check.hucl).
+
+    Takes the table of the verify stage's ``hucl_thresholds`` record, or computes it
+    (:func:`proofs_check.hucl.check_threshold_table`, quick subset unless ``quick`` is False), and adds, per
+    (C, d), the smallest Hessian eigenvalue of L_HUCL at NC modulo rotations on ``betas`` (the jets of
+    proofs_check.hucl.jets). With ``batch`` and no batch thresholds in the record, the two local thresholds of
+    the claim-3 batch objective ``claim3`` = (C, d, B) are computed (for d and C; no switch search).
+
+    Returns ``{"rows": [...], "curves": {"C{C}_d{d}": {"betas", "min_eigenvalue"}}, "batch": [...],
+    "claim3": [C, d, B], "subset", "quick"}``.
+    """
+    records = _verify_checks(verify_results, "hucl_thresholds")
+    details = records[0].details if records else check_threshold_table(quick=quick).details
+    curves = {}
+    for row in details["rows"]:
+        c, d = row["num_classes"], row["dim"]
+        curves[f"C{c}_d{d}"] = {"betas": list(betas), "min_eigenvalue": [
+            min(reduced_curvature(b, num_classes=c, beta=beta, tau=TAU) for b in blocks_for(c, d)) for beta in betas]}
+    rows_batch = details.get("batch", [])
+    if batch and not rows_batch and claim3 is not None:
+        c, d, b = claim3
+        rows_batch = [batch_thresholds(num_classes=c, dim=dd, batch_size=b, tau=TAU, grid_step=1 / 8,
+                                       beta_max=32.0).to_dict() for dd in sorted({d, c})]
+    return {"rows": details["rows"], "curves": curves, "batch": rows_batch,
+            "claim3": None if claim3 is None else list(claim3), "subset": details.get("subset"),
+            "quick": details.get("quick"), "source": "docs/results.md, HUCL thresholds by dimension (proofs_check.hucl)"}
 
 
 def compute_all(directory: Path, *, scale: ScaleParameters, verify_results: Path | None = None, force: bool = False, log: Callable[[str], None] = print) -> dict:
@@ -202,12 +234,18 @@ def compute_all(directory: Path, *, scale: ScaleParameters, verify_results: Path
     A part that raises is recorded in ``summary["failed"]`` and the other parts still run.
     """
     directory = Path(directory)
+    # the HUCL data is computed at the (C, d, B) of the claim-3 runs; read lazily, a bad spec fails those parts only
+    claim3 = functools.cache(lambda: claim3_geometry(scale.name))
     jobs = {
         "nc_values": lambda: nc_value_curves(num_classes=scale.num_classes, num_negatives=scale.num_negatives, betas=scale.theory_betas),
         "harris_gap": lambda: harris_gaps(num_models=scale.harris_models, betas=scale.harris_betas, num_negatives=scale.harris_k),
         "certificates": lambda: certificate_table(cases=scale.certificate_cases, verify_results=verify_results),
         "hucl_exploration": lambda: hucl_exploration(
-            betas=scale.hucl_betas, verify_results=verify_results, num_classes=scale.hucl_classes, num_starts=scale.hucl_starts
+            betas=scale.hucl_betas, verify_results=verify_results, num_classes=claim3()[0], dim=claim3()[1],
+            num_starts=scale.hucl_starts
+        ),
+        "hucl_thresholds": lambda: hucl_thresholds(
+            verify_results=verify_results, quick=scale.verify != "full", claim3=claim3(), batch=scale.name != "tiny"
         ),
     }
     summary: dict = {"computed": [], "skipped": []}

@@ -5,7 +5,7 @@
 - ``inner_product``: E<z, z-> identity and its bound -1/(C-1) on the ball (Theorem 2);
 - ``psi``: convexity and monotonicity of psi_k for small k, and ncgeom.losses against the formulas;
 - ``collision``: the collision probability at NC from the tilted ETF law;
-- ``closed_forms``: the section 5 closed forms and ncgeom.theory.nc_value.
+- ``closed_forms``: the section 5 closed forms against ncgeom.population and ncgeom.theory.nc_value.
 
 :func:`checks` lists the zero-argument checkers that ``ncgeom verify`` runs.
 """
@@ -20,6 +20,7 @@ import numpy as np
 from ncgeom.vocabulary import PSI_NAMES
 from proofs_check.records import CheckResult
 from proofs_check.symbolic.closed_forms import (
+    binomial_check_points,
     binomial_closed_form,
     check_closed_form_binomial,
     check_instance_positive_example,
@@ -52,6 +53,7 @@ __all__ = [
     "psi_expression",
     "pattern_value",
     "binomial_closed_form",
+    "binomial_check_points",
     "nc_reference_value",
     "nc_check_points",
     "negative_class_law",
@@ -79,8 +81,9 @@ SEED = 20251129
 def checks(*, quick: bool) -> list[Callable[[], CheckResult]]:
     """Zero-argument checkers for ``ncgeom verify``; ``quick`` keeps the total to a few seconds.
 
-    quick: psi properties and closed forms for k <= 2, a few nc_value points; full: k <= 3 (closed
-    forms k <= 4), the full nc_value grid, C up to 5 for the symbolic class-mean identities.
+    quick: psi properties and closed forms for k <= 2, a few nc_value / population points; full: k <= 3
+    (closed forms k <= 4), the full nc_value and population grids, C up to 5 for the symbolic class-mean
+    identities.
     """
     p = functools.partial
     gen = lambda i: np.random.default_rng([SEED, i])  # noqa: E731
@@ -98,7 +101,7 @@ def checks(*, quick: bool) -> list[Callable[[], CheckResult]]:
         for k in ks:
             out += [p(check_psi_convex, name, k=k), p(check_psi_monotone, name, k=k)]
         out.append(p(check_psi_implementation, name, k=2 if quick else 4, rng=gen(1)))
-        out += [p(check_closed_form_binomial, name, k=k) for k in ((2,) if quick else (1, 2, 3, 4))]
+        out += [p(check_closed_form_binomial, name, k=k, points=binomial_check_points(quick=quick)) for k in ((2,) if quick else (1, 2, 3, 4))]
     out += [
         p(check_scl_closed_forms, ks=(1, 2, 3)),
         p(check_collision_probability_symbolic, sizes=(2, 3) if quick else (2, 3, 4, 5, 6)),

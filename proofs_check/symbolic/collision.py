@@ -91,6 +91,7 @@ def check_collision_probability_symbolic(*, sizes: Sequence[int] = (2, 3, 4, 5),
         status=status_of(decisions),
         details=details,
         source=_SOURCE,
+        evidence="exact",
     )
 
 
@@ -128,4 +129,5 @@ def check_collision_probability(*, points: Sequence[tuple] = _DEFAULT_POINTS, co
         status="fail" if failures else "pass",
         details={"num_points": len(points) * len(SETTINGS), "max_rel_error": worst, "tolerance": 64 * eps, "failures": failures[:5]},
         source=_SOURCE + "; ncgeom.theory.collision_probability",
+        evidence="independent",
     )

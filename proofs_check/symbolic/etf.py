@@ -26,6 +26,7 @@ from proofs_check.symbolic.decide import VERDICT_WORDS, decide_zero
 __all__ = [
     "C_SYMBOL",
     "etf_gram_coefficients",
+    "construction_inner_products",
     "exact_etf_gram",
     "check_etf_gram_symbolic",
     "check_etf_gram_exact",
@@ -50,23 +51,55 @@ def exact_etf_gram(num_classes: int) -> sp.Matrix:
     return a * sp.eye(num_classes) + b * sp.ones(num_classes, num_classes)
 
 
-@timed
-def check_etf_gram_symbolic(*, coefficients: Callable = etf_gram_coefficients) -> CheckResult:
-    """For symbolic C: G = aI + b11^T has unit diagonal, off-diagonal -1/(C-1), G1 = 0, Gv = C/(C-1)v on 1^perp.
+def construction_inner_products(c) -> tuple[sp.Expr, sp.Expr]:
+    """(<v_c, v_c>, <v_c, v_c'>) of v_c = sqrt(C/(C-1)) (e_c - 1/C) in R^C, by counting coordinates.
 
-    ``coefficients(C) -> (a, b)`` is the claimed Gram. Since 11^T x = (1^T x) 1 and 1^T 1 = C, the
-    matrix acts as a + bC on span(1) and as a on the (C-1)-dimensional 1^perp: this is the whole
-    spectrum, so four scalar identities in C prove the statement for every C >= 2.
+    This is the construction of :func:`ncgeom.geometry.simplex_etf` (docs/theory.md section 4). The
+    inner product sum_j (e_c - 1/C)_j (e_c' - 1/C)_j splits into the coordinates j = c, j = c' and the
+    others: (1 - 1/C)^2 + (C - 1)/C^2 when c = c'; 2 (1 - 1/C)(-1/C) + (C - 2)/C^2 when c != c'.
+    """
+    scale = c / (c - 1)  # the square of the normalization sqrt(C/(C-1))
+    same = (1 - 1 / c) ** 2 + (c - 1) / c**2
+    other = 2 * (1 - 1 / c) * (-1 / c) + (c - 2) / c**2
+    return scale * same, scale * other
+
+
+@timed
+def check_etf_gram_symbolic(
+    *,
+    coefficients: Callable = etf_gram_coefficients,
+    construction: Callable = construction_inner_products,
+    eigenvalue: Callable = lambda c: c / (c - 1),
+) -> CheckResult:
+    """For symbolic C: G = aI + b11^T is the Gram of the construction, unit and equiangular, with G1 = 0 and
+    spectrum {eigenvalue(C) (C-1 times), 0}.
+
+    ``coefficients(C) -> (a, b)`` is the claimed Gram; ``construction(C)`` the diagonal and off-diagonal
+    inner products of the explicit vectors (default :func:`construction_inner_products`, computed from
+    the coordinates, not from a and b); ``eigenvalue(C)`` the claimed non-zero eigenvalue. Identities:
+
+    - a + b = <v_c, v_c> and b = <v_c, v_c'>: the claimed matrix is the construction's Gram;
+    - a + b = 1 and b = -1/(C-1): the construction is a unit simplex ETF (the definition);
+    - a + bC = 0: G1 = 0 (11^T x = (1^T x) 1 and 1^T 1 = C, so G acts as a + bC on span(1));
+    - power sums: tr G = C(a + b) and tr G^2 = C(a + b)^2 + C(C-1)b^2 (from the entries) equal
+      (C-1) lambda and (C-1) lambda^2 for the claimed spectrum {lambda^(C-1), 0}. G acts as a on the
+      (C-1)-dimensional 1^perp and as a + bC = 0 on span(1), so these two sums pin lambda = a and the
+      multiplicities: a wrong claimed eigenvalue, or a wrong matrix, breaks them.
     """
     c = C_SYMBOL
     a, b = (sp.sympify(x) for x in coefficients(c))
+    diag, off = (sp.sympify(x) for x in construction(c))
+    lam = sp.sympify(eigenvalue(c))
     identities = {
-        "diagonal a + b = 1": a + b - 1,
-        "off-diagonal b = -1/(C-1)": b + 1 / (c - 1),
+        "a + b = <v_c, v_c> (construction)": a + b - diag,
+        "b = <v_c, v_c'> (construction)": b - off,
+        "unit: <v_c, v_c> = 1": diag - 1,
+        "equiangular: <v_c, v_c'> = -1/(C-1)": off + 1 / (c - 1),
         "G 1 = (a + b C) 1 = 0": a + b * c,
-        "G v = a v = C/(C-1) v on 1^perp": a - c / (c - 1),
+        "tr G = (C-1) lambda": c * (a + b) - (c - 1) * lam,
+        "tr G^2 = (C-1) lambda^2": c * (a + b) ** 2 + c * (c - 1) * b**2 - (c - 1) * lam**2,
     }
-    details: dict[str, Any] = {"a": str(a), "b": str(b)}
+    details: dict[str, Any] = {"a": str(a), "b": str(b), "lambda": str(lam)}
     status: Status = "pass"
     for label, residual in identities.items():
         ok, info = decide_zero(residual)
@@ -76,14 +109,15 @@ def check_etf_gram_symbolic(*, coefficients: Callable = etf_gram_coefficients) -
             details[label + " witness"] = info
         elif ok is None and status == "pass":
             status = "unresolved"
-    details["spectrum"] = "C/(C-1) on 1^perp (multiplicity C-1), a + bC on span(1)"
+    details["spectrum"] = "a on 1^perp (multiplicity C-1), a + bC on span(1)"
     return CheckResult(
         name="etf_gram_symbolic",
-        statement=r"G=\tfrac{C}{C-1}I-\tfrac{1}{C-1}\mathbf{1}\mathbf{1}^T:\ G_{cc}=1,\ G_{cc'}=-\tfrac1{C-1},\ G\mathbf 1=0,\ Gv=\tfrac{C}{C-1}v\ (v\perp\mathbf 1),\ \forall C\ge2",
-        method="sympy (symbolic C; G = aI + b11^T acts as a on 1^perp, a + bC on span(1))",
+        statement=r"G=\tfrac{C}{C-1}I-\tfrac{1}{C-1}\mathbf{1}\mathbf{1}^T=(\langle v_c,v_{c'}\rangle),\ v_c=\sqrt{\tfrac C{C-1}}(e_c-\tfrac1C\mathbf 1):\ G_{cc}=1,\ G_{cc'}=-\tfrac1{C-1},\ G\mathbf 1=0,\ \mathrm{spec}\,G=\{\tfrac{C}{C-1}^{(C-1)},0\},\ \forall C\ge2",
+        method="sympy (symbolic C; construction's inner products by coordinate counting; power sums of the spectrum)",
         status=status,
         details=details,
-        source=_SOURCE,
+        source=_SOURCE + "; ncgeom.geometry.simplex_etf (construction)",
+        evidence="exact",
     )
 
 
@@ -130,6 +164,7 @@ def check_etf_gram_exact(*, sizes: Sequence[int] = range(2, 17), gram: Callable[
         status="fail" if failures else "pass",
         details={"sizes": checked, "charpoly_max": charpoly_max, "failures": failures},
         source=_SOURCE,
+        evidence="exact",
     )
 
 
@@ -155,6 +190,7 @@ def check_etf_existence(*, sizes: Sequence[int] = range(2, 17), min_dim: Callabl
         status="fail" if failures else "pass",
         details={"ranks": ranks, "failures": failures},
         source=_SOURCE,
+        evidence="exact",
     )
 
 
@@ -200,4 +236,5 @@ def check_simplex_etf_gram(
         status="fail" if failures else "pass",
         details={"sizes": list(sizes), "extra_dims": list(extra_dims), "rotated": rng is not None, "max_abs_error": worst, "failures": failures},
         source=_SOURCE + "; ncgeom.geometry.simplex_etf",
+        evidence="independent",
     )

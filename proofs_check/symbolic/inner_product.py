@@ -78,6 +78,7 @@ def check_negative_similarity_identity(*, sizes: Sequence[int] = (2, 3, 4), dim:
         status=status_of(decisions),
         details=details,
         source=_SOURCE,
+        evidence="exact",
     )
 
 
@@ -121,4 +122,5 @@ def check_negative_similarity_bound(*, sizes: Sequence[int] = (2, 3, 4), dim: in
         status=status_of(decisions),
         details=details,
         source=_SOURCE,
+        evidence="exact",
     )

@@ -171,6 +171,7 @@ def _result(name, statement, method, decisions, details, psi_label, k):
         status=status_of(decisions),
         details=details,
         source=_SOURCE,
+        evidence="exact",  # a pass is a sympy proof; the witness searches can only refute
     )
 
 
@@ -270,4 +271,5 @@ def check_psi_implementation(name: PsiName = "infonce", *, k: int = 2, tau: floa
         status="pass" if bool(np.all(err <= tol)) else "fail",
         details={"tau": tau, "margin": margin, "num_points": num_points, "max_abs_error": float(err.max()), "worst_point": pts[worst].tolist()},
         source=_SOURCE + "; ncgeom.losses.psi",
+        evidence="independent",
     )
