@@ -84,7 +84,13 @@ def write_synthetic_results(root: Path, rng: np.random.Generator) -> Path:
              "dual_bound": 0.3 + c / 100, "gap": 1e-9, "distance_to_etf": 1e-7, "status": "pass", "origin": "test"} for s in ("scl", "ucl") for c in (3, 4)]
     atomic_write_json(theory / "certificates.json", {"cases": cert})
     rows = [{"beta": b, "min_found": 0.35 + 0.03 * b, "nc_value": 0.35 + 0.04 * b, "harris_bound": 0.35, "etf_distance": 0.5 * b} for b in (0.0, 1.0, 5.0)]
-    atomic_write_json(theory / "hucl_exploration.json", {"explorations": [{"name": "hucl_exploration_C4_k1", "num_classes": 4, "num_negatives": 1, "rows": rows}]})
+    atomic_write_json(theory / "hucl_exploration.json", {"explorations": [{"name": "hucl_exploration_C4_d3_k1", "num_classes": 4, "dim": 3, "num_negatives": 1, "rows": rows}]})
+    betas = [0.0, 0.5, 1.0, 1.5]
+    thresholds = [{"num_classes": 4, "dim": d, "local_threshold": loc, "global_switch": sw, "switch_bracket": None if sw is None else [sw, sw]}
+                  for d, loc, sw in ((3, 1.285, 1.198), (4, 0.877, 0.877))]
+    curves = {f"C4_d{d}": {"betas": betas, "min_eigenvalue": [0.04 - 0.04 * b / loc for b in betas]} for d, loc in ((3, 1.285), (4, 0.877))}
+    batch = [{"num_classes": 4, "dim": 3, "batch_size": 64, "batch_local": {"beta": 1.2}, "detached_flow": {"beta": None}, "switch": {"bracket": [1.1, 1.1]}}]
+    atomic_write_json(theory / "hucl_thresholds.json", {"rows": thresholds, "curves": curves, "batch": batch})
     return root
 
 
