@@ -50,6 +50,9 @@ __all__ = [
     "Engine",
     "ENGINES",
     "DEFAULT_ENGINE",
+    "DeviceType",
+    "DEVICE_TYPES",
+    "device_type",
     "Verdict",
     "VERDICTS",
     "Evidence",
@@ -143,6 +146,26 @@ SCALES: tuple[Scale, ...] = ("tiny", "quick", "full")
 Engine = Literal["batched", "sequential"]
 ENGINES: tuple[Engine, ...] = ("batched", "sequential")
 DEFAULT_ENGINE: Engine = "batched"
+
+# Where a run trains (docs/experiments.md, "Devices"): a torch device type; a device is "cpu", "cuda" (the
+# current CUDA device) or "cuda:N" (the N-th).
+DeviceType = Literal["cpu", "cuda"]
+DEVICE_TYPES: tuple[DeviceType, ...] = ("cpu", "cuda")
+
+
+def device_type(device: object, *, name: str = "device") -> DeviceType:
+    """The type of a device name "cpu", "cuda" or "cuda:N" (N >= 0, no leading zero); else ValueError naming ``name``.
+
+    >>> device_type("cuda:1")
+    'cuda'
+    """
+    if isinstance(device, str):
+        kind, sep, index = device.partition(":")
+        if device == "cpu" or (kind == "cuda" and (not sep or (index.isascii() and index.isdigit()
+                                                               and index == str(int(index))))):
+            return "cpu" if kind == "cpu" else "cuda"
+    shown = repr(device) if len(repr(device)) <= 60 else repr(device)[:57] + "..."
+    raise ValueError(f"{name} must be 'cpu', 'cuda' or 'cuda:N' (N >= 0 an integer), got {shown}")
 
 
 # --- claims (docs/theory.md, section 9) -----------------------------------------------------------

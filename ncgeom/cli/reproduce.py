@@ -1,6 +1,6 @@
 """``ncgeom reproduce``: verification, claim sweeps, theory data, figures and report.md in one command.
 
-    ncgeom reproduce [--quick | --full] --out DIR [--workers N] [--engine batched|sequential]
+    ncgeom reproduce [--quick | --full] --out DIR [--workers N] [--engine batched|sequential] [--device cuda]
 
 Resumable: rerunning with the same ``--out`` skips what is finished (see
 :mod:`ncgeom.reproduce.pipeline`); the claims stage shows a progress bar of training runs (stderr).
@@ -16,7 +16,14 @@ import argparse
 import os
 import sys
 
-from ncgeom.cli.sweep import add_engine_option, add_wait_options, note_takeover, wait_seconds
+from ncgeom.cli.sweep import (
+    add_device_option,
+    add_engine_option,
+    add_wait_options,
+    check_device_option,
+    note_takeover,
+    wait_seconds,
+)
 from ncgeom.experiments.claims import claim_run_counts
 from ncgeom.interrupts import Interrupted, raise_on_signals
 from ncgeom.locking import folder_lock, prepare_folder
@@ -51,6 +58,7 @@ def register(subparsers) -> None:
         help="parallel training runs in the sweeps, one process each (default: the CPU count, at most 4)",
     )
     add_engine_option(parser)
+    add_device_option(parser)
     parser.add_argument(
         "--stages",
         default=None,
@@ -74,6 +82,7 @@ def handler(args: argparse.Namespace) -> int:
     stages = None if args.stages is None else _stage_list("--stages", args.stages, STAGES[:-1])
     redo = _stage_list("--redo", args.redo, STAGES[:-1])
     require_choice("--engine", args.engine, ENGINES)
+    check_device_option(args.device)
     wait = wait_seconds(args)
     if workers == 1:
         limit_cpu_threads(1)  # the runs go in this process: one thread, as in a worker (ncgeom.threads)
@@ -82,9 +91,9 @@ def handler(args: argparse.Namespace) -> int:
             with folder_lock(prepare_folder(args.out, what="--out"), wait=wait) as lock:
                 note_takeover("ncgeom reproduce", lock)
                 result = reproduce(args.out, scale=args.scale, workers=workers, engine=args.engine, stages=stages,
-                                   redo=redo, progress=not args.quiet, wait=wait)
+                                   redo=redo, progress=not args.quiet, wait=wait, device=args.device)
         except Interrupted as stop:
-            done, total = claim_run_counts(args.out, scale=args.scale)
+            done, total = claim_run_counts(args.out, scale=args.scale, device=args.device)
             print(f"ncgeom reproduce: interrupted by {stop.name}: {done} of {total} runs finished; "
                   "rerun the same command to resume", file=sys.stderr)
             return stop.exit_code

@@ -6,8 +6,9 @@ shows them: one per claim of docs/theory.md, section 9); a path to a TOML file w
 ``--workers N`` processes (default 1: in this process); ``--scheduler ADDRESS`` sends the runs to a Dask
 distributed cluster instead (optional extra ncgeom[distributed]). ``--engine batched`` (the default)
 trains runs of equal shapes as stacks, one stack per task (ncgeom.experiments.stacked); ``--engine
-sequential`` one run per task. For a shipped claim spec, the
-claim's verdicts are printed and written to DIR/claim.json.
+sequential`` one run per task. ``--device cuda`` trains every run on the GPU whatever the spec says
+(docs/experiments.md, "Devices"; refused at once, exit 2, where CUDA is not available). For a shipped
+claim spec, the claim's verdicts are printed and written to DIR/claim.json.
 
 One writer per DIR: a second ``ncgeom sweep`` (or ``ncgeom reproduce``) into the same folder is refused
 with the pid of the one writing it, or waits for it with ``--wait`` (ncgeom.locking). A finished run is
@@ -28,14 +29,15 @@ from pathlib import Path
 from ncgeom.atomic_io import atomic_write_json
 from ncgeom.experiments.claims import CLAIMS, ClaimRecord, evaluate_claim
 from ncgeom.experiments.spec import load_spec, spec_names
-from ncgeom.experiments.sweep import count_finished, make_executor, run_sweep
+from ncgeom.experiments.sweep import check_devices, count_finished, make_executor, run_sweep
 from ncgeom.interrupts import Interrupted, raise_on_signals
 from ncgeom.locking import FolderLock, folder_lock, prepare_folder
 from ncgeom.threads import limit_cpu_threads
 from ncgeom.validate import require_choice, require_int
-from ncgeom.vocabulary import DEFAULT_ENGINE, ENGINES, SCALES
+from ncgeom.vocabulary import DEFAULT_ENGINE, ENGINES, SCALES, device_type
 
-__all__ = ["register", "add_wait_options", "add_engine_option", "wait_seconds", "note_takeover"]
+__all__ = ["register", "add_wait_options", "add_engine_option", "add_device_option", "check_device_option",
+           "wait_seconds", "note_takeover"]
 
 
 def register(subparsers) -> None:
@@ -48,6 +50,7 @@ def register(subparsers) -> None:
     parser.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes [1]")
     parser.add_argument("--scheduler", metavar="ADDRESS", default=None, help="Dask scheduler address (tcp://host:port)")
     add_engine_option(parser)
+    add_device_option(parser)
     parser.add_argument("--json", action="store_true", help="print the run list (and verdicts) as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_wait_options(parser)
@@ -67,6 +70,20 @@ def add_engine_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", default=DEFAULT_ENGINE, metavar="NAME",
                         help=f"{' or '.join(ENGINES)}: runs of equal shapes trained as stacks, one stack per "
                              f"worker task, or one run per task [{DEFAULT_ENGINE}]")
+
+
+def add_device_option(parser: argparse.ArgumentParser) -> None:
+    """``--device cpu|cuda|cuda:N``: the device of every training run, in place of each config's own."""
+    parser.add_argument("--device", default=None, metavar="DEVICE",
+                        help="train every run on DEVICE: cpu, cuda or cuda:N, whatever the spec says "
+                             "(docs/experiments.md, 'Devices') [each config's device: cpu]")
+
+
+def check_device_option(device: str | None) -> None:
+    """``--device``, when given, names a device that exists here: ValueError naming --device (exit 2) otherwise."""
+    if device is not None:
+        device_type(device, name="--device")
+        check_devices([device])
 
 
 def wait_seconds(args: argparse.Namespace) -> float:
@@ -97,6 +114,7 @@ def _handler(args: argparse.Namespace) -> int:
     require_choice("scale", args.scale, SCALES)
     require_int("workers", args.workers, min_value=1)
     require_choice("--engine", args.engine, ENGINES)
+    check_device_option(args.device)
     wait = wait_seconds(args)
     spec = load_spec(args.spec)  # every config validated before anything runs
     progress = not args.quiet and sys.stderr.isatty()
@@ -109,10 +127,10 @@ def _handler(args: argparse.Namespace) -> int:
                 note_takeover("ncgeom sweep", lock)
                 with make_executor(args.workers, scheduler=args.scheduler) as ex:
                     result = run_sweep(spec, args.out, scale=args.scale, workers=args.workers, executor=ex,
-                                       engine=args.engine, progress=progress)
+                                       engine=args.engine, progress=progress, device=args.device)
                 return _report(args, spec, result)
         except Interrupted as stop:
-            done, total = count_finished(spec, args.out, scale=args.scale)
+            done, total = count_finished(spec, args.out, scale=args.scale, device=args.device)
             print(f"ncgeom sweep: interrupted by {stop.name}: {done} of {total} runs finished; "
                   "rerun the same command to resume", file=sys.stderr)
             return stop.exit_code

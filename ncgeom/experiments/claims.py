@@ -24,8 +24,16 @@ from tqdm import tqdm
 from ncgeom.atomic_io import atomic_write_json, read_json
 from ncgeom.experiments.evaluations import EVALUATIONS, ClaimRecord
 from ncgeom.experiments.records import RunSummary, load_runs
-from ncgeom.experiments.spec import SweepSpec, expand, load_spec
-from ncgeom.experiments.sweep import RunRecord, SweepResult, count_finished, make_executor, run_sweep
+from ncgeom.experiments.spec import SweepSpec, load_spec
+from ncgeom.experiments.sweep import (
+    RunRecord,
+    SweepResult,
+    check_devices,
+    count_finished,
+    make_executor,
+    run_sweep,
+    sweep_configs,
+)
 from ncgeom.locking import folder_lock
 from ncgeom.validate import require_choice
 from ncgeom.vocabulary import DEFAULT_ENGINE, SCALES, Engine, Verdict
@@ -162,6 +170,7 @@ def run_claims(
     progress: bool = True,
     log: Callable[[str], None] | None = None,
     wait: float = 0.0,
+    device: str | None = None,
 ) -> tuple[ClaimResult, ...]:
     """Run the sweeps of several claims (default all) and write their verdicts.
 
@@ -178,21 +187,24 @@ def run_claims(
     holds it can call this), and each sweep folder by its own sweep; ``wait`` seconds are spent waiting
     for another writer of either before :class:`~ncgeom.locking.LockedError` (0: refuse at once).
     Finished runs whose files are damaged are rerun (:func:`~ncgeom.experiments.sweep.run_sweep`), each
-    logged with the reason.
+    logged with the reason. ``device`` ("cpu", "cuda", "cuda:N"), when given, replaces every run's device
+    (:func:`~ncgeom.experiments.sweep.sweep_configs`); one that does not exist here is refused before any run.
 
     Returns the ClaimResult of every requested claim, in claim order.
     """
     ids = list(CLAIMS) if claim_ids is None else [_claim(c).id for c in claim_ids]
     scale = require_choice("scale", scale, SCALES)
+    if device is not None:
+        check_devices([device])  # before the lock and any run (a spec's own device: its sweep checks it)
     log = log or (lambda msg: None)
     with folder_lock(out_dir, wait=wait) as lock:
         return _run_claims_locked(lock.folder, ids, scale, workers, scheduler, executor, engine, force, progress,
-                                  log, wait)
+                                  log, wait, device)
 
 
 def _run_claims_locked(out: Path, ids: list[str], scale: str, workers: int, scheduler, executor: Executor | None,
                        engine: Engine, force: bool, progress: bool, log: Callable[[str], None],
-                       wait: float) -> tuple[ClaimResult, ...]:
+                       wait: float, device: str | None) -> tuple[ClaimResult, ...]:
     done: dict[str, ClaimResult] = {}
     for cid in ids:
         previous = None if force else ClaimResult.load(out, cid)
@@ -202,7 +214,7 @@ def _run_claims_locked(out: Path, ids: list[str], scale: str, workers: int, sche
     specs = {cid: claim_spec(cid) for cid in ids if cid not in done}
     if not specs:  # nothing to run: start no worker
         return tuple(done[cid] for cid in ids)
-    total = sum(len(expand(spec, scale=scale)) for spec in specs.values())
+    total = sum(len(sweep_configs(spec, scale=scale, device=device)) for spec in specs.values())
     bar = tqdm(total=total, unit="run", desc=f"claims ({scale})", file=sys.stderr, disable=not progress or not total)
 
     def on_run(record: RunRecord) -> None:
@@ -212,7 +224,7 @@ def _run_claims_locked(out: Path, ids: list[str], scale: str, workers: int, sche
         spec = specs[cid]
         try:
             result = run_sweep(spec, out / "sweeps" / spec.name, scale=scale, workers=workers, executor=ex,
-                               engine=engine, on_run=on_run, wait=wait)
+                               engine=engine, on_run=on_run, wait=wait, device=device)
         except Exception as exc:  # recorded in the claim file; the other claims still run
             return ClaimResult(cid, CLAIMS[cid].statement, spec.name, scale, 0, (), f"{type(exc).__name__}: {exc}", ())
         for r in result.invalid:
@@ -241,13 +253,15 @@ def _run_claims_locked(out: Path, ids: list[str], scale: str, workers: int, sche
     return tuple(done[cid] for cid in ids)
 
 
-def claim_run_counts(out_dir: str | Path, *, scale: str, claim_ids: Iterable[str] | None = None) -> tuple[int, int]:
-    """(finished training runs, all training runs) of the claims' sweeps under ``out_dir/sweeps``, from disk."""
+def claim_run_counts(out_dir: str | Path, *, scale: str, claim_ids: Iterable[str] | None = None,
+                     device: str | None = None) -> tuple[int, int]:
+    """(finished training runs, all training runs) of the claims' sweeps under ``out_dir/sweeps``, from disk
+    (the runs on ``device`` when given, as :func:`run_claims` trains them)."""
     ids = list(CLAIMS) if claim_ids is None else [_claim(c).id for c in claim_ids]
     done = total = 0
     for cid in ids:
         spec = claim_spec(cid)
-        d, t = count_finished(spec, Path(out_dir) / "sweeps" / spec.name, scale=scale)
+        d, t = count_finished(spec, Path(out_dir) / "sweeps" / spec.name, scale=scale, device=device)
         done, total = done + d, total + t
     return done, total
 

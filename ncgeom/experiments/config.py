@@ -43,6 +43,7 @@ from ncgeom.vocabulary import (
     PositivesKind,
     PsiName,
     Setting,
+    device_type,
 )
 
 __all__ = ["Config", "config_fields", "config_from_dict", "field_type_error", "field_kind", "expected_type",
@@ -57,7 +58,7 @@ MAX_TRAIN_SAMPLES = 100_000_000
 MAX_EPOCHS = 1_000_000
 
 #: Fields added after runs had been saved: written by Config.to_dict only when they differ from their default.
-LATE_FIELDS: frozenset[str] = frozenset({"convention"})
+LATE_FIELDS: frozenset[str] = frozenset({"convention", "device"})
 
 INITS: tuple[str, ...] = ("random", "near_nc")
 DTYPES: tuple[str, ...] = ("float32", "float64")
@@ -117,6 +118,8 @@ class Config:
     weight_decay: float = _f(0.0, "Adam weight decay >= 0 (0: no implicit norm penalty)")
     dtype: Literal["float32", "float64"] = _f("float32", "training dtype; metrics are always computed in float64", choices=DTYPES)
     backend: Backend = _f("auto", "batch_loss backend: auto picks the fastest for the device (see ncgeom.losses.batch_loss)", choices=BACKENDS)
+    device: str = _f(
+        "cpu", "torch device of the training: cpu, cuda or cuda:N (docs/experiments.md, 'Devices'); metrics are computed on the CPU", kind="device")
     metrics_every: int = _f(1, "compute the metrics every this many epochs (and at the last epoch)")
     seed: int = _f(0, "seed of every random draw (data, initialization, batches, sampled negatives)")
 
@@ -159,7 +162,7 @@ def config_fields() -> tuple[dataclasses.Field, ...]:
 
 
 def field_kind(f: dataclasses.Field) -> str:
-    """The type of a field's values: "choice", "bool", "int", "real", "int_or_none" or "int_or_batch"."""
+    """The type of a field's values: "choice", "device", "bool", "int", "real", "int_or_none" or "int_or_batch"."""
     if "kind" in f.metadata:
         return f.metadata["kind"]
     if "choices" in f.metadata:
@@ -167,7 +170,8 @@ def field_kind(f: dataclasses.Field) -> str:
     return {bool: "bool", int: "int", float: "real"}[type(f.default)]
 
 
-_KIND_TEXT = {"choice": ("a string", "strings"), "bool": ("true or false", "true/false values"),
+_KIND_TEXT = {"choice": ("a string", "strings"), "device": ("a string", "strings"),
+              "bool": ("true or false", "true/false values"),
               "int": ("an integer", "integers"), "real": ("a number", "numbers"),
               "int_or_none": ("an integer", "integers"), "int_or_batch": ("an integer or 'batch'", "integers or 'batch'")}
 
@@ -188,6 +192,7 @@ def field_type_error(name: str, value: Any, *, many: bool = False) -> str | None
     integral = isinstance(value, int) and not isinstance(value, bool)
     ok = {
         "choice": isinstance(value, str),
+        "device": isinstance(value, str),
         "bool": isinstance(value, bool),
         "int": integral,
         "real": integral or isinstance(value, float),
@@ -262,6 +267,7 @@ _FIELD_CHECKS: dict[str, Callable[[Any], object]] = {
     "weight_decay": lambda v: require_real("weight_decay", v, min_value=0.0),
     "metrics_every": lambda v: require_int("metrics_every", v, min_value=1),
     "seed": lambda v: require_int("seed", v, min_value=0),
+    "device": lambda v: device_type(v, name="device"),
 }
 _VALID: set[tuple[str, type, Any]] = set()  # (field, type, value) already checked; bounded below
 _VALID_MAX = 100_000

@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future, as_completed
 from dataclasses import dataclass, field
 from functools import partial
@@ -40,10 +40,10 @@ from ncgeom.experiments.integrity import check_run, is_finished
 from ncgeom.experiments.records import SUMMARY_FILE, RunSummary
 from ncgeom.experiments.spec import SweepSpec, expand, load_spec, run_name
 from ncgeom.experiments.stacked import group_stacks, run_stack, stack_memory_bytes
-from ncgeom.experiments.train import run
+from ncgeom.experiments.train import check_device, run
 from ncgeom.locking import folder_lock, prepare_folder
 from ncgeom.validate import require_choice, require_int
-from ncgeom.vocabulary import DEFAULT_ENGINE, ENGINES, Engine
+from ncgeom.vocabulary import DEFAULT_ENGINE, ENGINES, Engine, device_type
 
 __all__ = [
     "ENGINES",
@@ -58,6 +58,8 @@ __all__ = [
     "terminate_pool",
     "dask_executor",
     "count_finished",
+    "sweep_configs",
+    "check_devices",
     "summary_table",
     "TABLE_COLUMNS",
 ]
@@ -158,6 +160,28 @@ def plan_units(configs: list[Config], *, engine: Engine = DEFAULT_ENGINE, worker
     return units
 
 
+def sweep_configs(spec: SweepSpec, *, scale: str = "quick", device: str | None = None) -> list[Config]:
+    """The configs of ``spec`` at ``scale`` (:func:`~ncgeom.experiments.spec.expand`), each with ``device`` in
+    place of its own when given ("cpu", "cuda" or "cuda:N"; ValueError naming ``device`` otherwise).
+
+    The device is a config field: a CPU config keeps its run name, a CUDA one gets its own (docs/experiments.md,
+    "Devices").
+    """
+    configs = expand(spec, scale=scale)
+    if device is None:
+        return configs
+    device_type(device, name="device")
+    return list(dict.fromkeys(c.replace(device=device) for c in configs))
+
+
+def check_devices(devices: Iterable[str]) -> None:
+    """:func:`~ncgeom.experiments.train.check_device` of each distinct device name (ValueError naming --device
+    for one that does not exist here); "cpu" always exists and imports no torch."""
+    for dev in dict.fromkeys(devices):
+        if device_type(dev) != "cpu":
+            check_device(dev)
+
+
 def run_sweep(
     spec: SweepSpec | str | Path,
     out_dir: str | Path,
@@ -169,6 +193,7 @@ def run_sweep(
     progress: bool = False,
     on_run: Callable[[RunRecord], None] | None = None,
     wait: float = 0.0,
+    device: str | None = None,
 ) -> SweepResult:
     """Run every config of ``spec`` at ``scale`` into ``out_dir``, skipping finished runs whose files are whole.
 
@@ -197,6 +222,9 @@ def run_sweep(
         Called with each RunRecord as it is known (finished earlier, finished now, or failed).
     wait : float
         Seconds to wait while another process writes ``out_dir`` (0: refuse at once; ``math.inf``: no limit).
+    device : str, optional
+        Train every run on this device ("cpu", "cuda", "cuda:N") whatever its spec says (:func:`sweep_configs`);
+        a device that does not exist here is refused before the first run (ValueError naming --device).
 
     Returns
     -------
@@ -216,9 +244,10 @@ def run_sweep(
         spec = load_spec(spec)
     workers = require_int("workers", workers, min_value=1)
     engine = require_choice("engine", engine, ENGINES)
-    configs = expand(spec, scale=scale)
+    configs = sweep_configs(spec, scale=scale, device=device)
     for cfg in dict.fromkeys(configs):  # every run must fit the memory budget, checked before the first starts
         check_run_memory(cfg)
+    check_devices(c.device for c in configs)  # and its device must exist here
     keys = spec.grid_keys(scale)
     out = prepare_folder(out_dir)
     names = [run_name(c, keys) for c in configs]
@@ -298,11 +327,13 @@ def _clear_for_rerun(run_dir: Path) -> None:
             tmp.unlink(missing_ok=True)
 
 
-def count_finished(spec: SweepSpec | str | Path, out_dir: str | Path, *, scale: str = "quick") -> tuple[int, int]:
-    """(runs of ``spec`` at ``scale`` with a summary.json in ``out_dir``, runs in the grid): progress on disk."""
+def count_finished(spec: SweepSpec | str | Path, out_dir: str | Path, *, scale: str = "quick",
+                   device: str | None = None) -> tuple[int, int]:
+    """(runs of ``spec`` at ``scale`` (on ``device``, :func:`sweep_configs`) with a summary.json in ``out_dir``,
+    runs in the grid): progress on disk."""
     if not isinstance(spec, SweepSpec):
         spec = load_spec(spec)
-    configs = expand(spec, scale=scale)
+    configs = sweep_configs(spec, scale=scale, device=device)
     keys = spec.grid_keys(scale)
     done = sum(is_finished(Path(out_dir) / run_name(c, keys)) for c in configs)
     return done, len(configs)

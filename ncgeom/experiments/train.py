@@ -5,6 +5,8 @@
 1. the seed becomes four independent streams at this boundary (numpy.random.SeedSequence.spawn):
    data, near-NC initialization, batches (numpy Generators) and one torch.Generator shared, in a fixed
    order, by the random model weights, the sampled estimator and the noise positives; nothing global is seeded, so a run is bitwise reproducible on CPU;
+   on ``device="cuda"`` the data, the initialization and the batches are the CPU run's (drawn on the CPU, then
+   moved), and the sampled negatives and noise positives come from a CUDA generator (:func:`step_generator`);
 2. each epoch draws ceil(N / B) class-balanced batches; label positives feed the batch loss with the
    class labels (P(i) = same class); noise positives feed a two-view batch [x; x + sigma_p eps] with
    instance ids as labels (SimCLR-style);
@@ -44,9 +46,10 @@ from ncgeom.geometry import simplex_etf
 from ncgeom.metrics import class_means, nc_metrics, ncc_accuracy
 from ncgeom.provenance import provenance
 from ncgeom.theory import batch_nc_value, nc_value
-from ncgeom.vocabulary import PsiName
+from ncgeom.vocabulary import PsiName, device_type
 
-__all__ = ["run", "make_data", "run_nc_value", "seed_streams", "prepare_run_dir", "metrics_record", "write_run_outputs"]
+__all__ = ["run", "make_data", "run_nc_value", "seed_streams", "step_generator", "check_device", "prepare_run_dir",
+           "metrics_record", "write_run_outputs"]
 
 
 def make_data(config: Config, *, rng: np.random.Generator):
@@ -67,6 +70,9 @@ def seed_streams(seed: int):
     seeded from the fourth child. Every engine (:func:`run`, :func:`ncgeom.experiments.stacked.run_stack`)
     draws a run's data, initialization, batch order, noise positives and sampled negatives from these
     streams only, so a run does not depend on which engine trains it or next to which other runs.
+    The torch.Generator is on the CPU whatever the run's device: it draws the random model weights, so a
+    run starts from the same parameters on every device; its per-step draws come from
+    :func:`step_generator`.
     """
     import torch
 
@@ -74,6 +80,43 @@ def seed_streams(seed: int):
     data_rng, init_rng, batch_rng = (np.random.default_rng(s) for s in seq[:3])
     generator = torch.Generator().manual_seed(int(seq[3].generate_state(1, np.uint64)[0] >> np.uint64(1)))
     return data_rng, init_rng, batch_rng, generator
+
+
+def step_generator(generator, device):
+    """The torch.Generator of a run's per-step draws (sampled negatives, noise positives) on ``device``.
+
+    On the CPU, ``generator`` itself (the fourth stream of :func:`seed_streams`, continued after the model's
+    initialization: the CPU draws are those of every earlier version). On CUDA, a generator on that device
+    seeded with ``generator.initial_seed()``: CUDA's Philox generator, so the negatives and the noise of a
+    CUDA run differ from the CPU run's (docs/experiments.md, "Devices"); bitwise reproducible on one device.
+    """
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cpu":
+        return generator
+    return torch.Generator(device=device).manual_seed(generator.initial_seed())
+
+
+def check_device(device: str):
+    """The torch.device of a Config's ``device``, refused (ValueError naming --device) where it does not exist.
+
+    "cpu" always exists; "cuda" needs ``torch.cuda.is_available()``; "cuda:N" needs N < the CUDA device count.
+    Checked where a run, a stack or a sweep starts, before any data is drawn.
+    """
+    import torch
+
+    kind = device_type(device, name="device")
+    if kind == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: CUDA is not available on this machine "
+                         "(torch.cuda.is_available() is False); use --device cpu")
+    dev = torch.device(device)
+    count = torch.cuda.device_count()
+    if dev.index is not None and dev.index >= count:
+        raise ValueError(f"--device {device}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}")
+    return dev
 
 
 def prepare_run_dir(out_dir: str | Path | None) -> Path | None:
@@ -182,9 +225,10 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
     if not isinstance(config, Config):
         raise ValueError(f"config must be an ncgeom.experiments.Config, got {type(config).__name__}")
     check_run_memory(config)  # before any data or model is allocated (the budget in force: ncgeom.budget)
+    device = check_device(config.device)
     run_dir = prepare_run_dir(out_dir)
     start = time.perf_counter()
-    data_rng, init_rng, batch_rng, generator = seed_streams(config.seed)
+    data_rng, init_rng, batch_rng, init_generator = seed_streams(config.seed)
     dtype = getattr(torch, config.dtype)
 
     data = make_data(config, rng=data_rng)
@@ -192,11 +236,12 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
         config.model, dim=config.embedding_dim, norm=config.norm, num_samples=data.num_train,
         input_dim=data.input_dim, labels=data.y_train, hidden_dim=config.hidden_dim, depth=config.depth,
         init=config.init, init_scale=config.init_scale, init_noise=config.init_noise,
-        generator=generator, rng=init_rng, dtype=dtype,
-    )
-    x_train = torch.as_tensor(data.x_train, dtype=dtype)
-    x_test = torch.as_tensor(data.x_test, dtype=dtype)
-    y_train = torch.as_tensor(data.y_train)
+        generator=init_generator, rng=init_rng, dtype=dtype,
+    ).to(device)  # drawn on the CPU (seed_streams): the same initialization on every device
+    generator = step_generator(init_generator, device)  # the CPU: init_generator itself, continued
+    x_train = torch.as_tensor(data.x_train, dtype=dtype, device=device)
+    x_test = torch.as_tensor(data.x_test, dtype=dtype, device=device)
+    y_train = torch.as_tensor(data.y_train, device=device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     nc_val, nc_source = run_nc_value(config)
     sampled = config.estimator == "sampled"
@@ -234,7 +279,8 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
     bar = _progress(config.epochs, progress)
     try:
         for epoch in range(1, config.epochs + 1):
-            batches = torch.from_numpy(class_balanced_batches(data.y_train, config.batch_size, num_batches=steps, rng=batch_rng))
+            batches = torch.from_numpy(class_balanced_batches(data.y_train, config.batch_size, num_batches=steps,
+                                                              rng=batch_rng)).to(device)
             total, failure = 0.0, None
             for s in range(steps):
                 idx = batches[s]
@@ -301,7 +347,7 @@ def _embed(model, x, indexed) -> np.ndarray:
 
     with torch.no_grad():
         z = model() if indexed else model(x)
-    return z.detach().to(torch.float64).numpy()
+    return z.detach().to("cpu", torch.float64).numpy()
 
 
 def _evaluate(model, data, x_train, x_test, indexed, epoch, loss, nc_val) -> EpochRecord | None:
@@ -314,7 +360,7 @@ def _evaluate(model, data, x_train, x_test, indexed, epoch, loss, nc_val) -> Epo
     z_test = None
     if not indexed and data.y_test.size:
         with torch.no_grad():
-            z_test = model(x_test).to(torch.float64).numpy()
+            z_test = model(x_test).to("cpu", torch.float64).numpy()
     return metrics_record(z, z_test, data, epoch, loss, nc_val)
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from ncgeom.atomic_io import atomic_write_json, read_json
 from ncgeom.experiments.claims import run_claims
+from ncgeom.experiments.sweep import check_devices
 from ncgeom.figures.render import render_all
 from ncgeom.locking import folder_lock, prepare_folder
 from ncgeom.provenance import provenance
@@ -81,19 +82,31 @@ class Context:
     progress: bool = True
     redo: frozenset = frozenset()
     wait: float = 0.0
+    device: str | None = None
     ran: list[str] = field(default_factory=list)
 
 
-def _check_manifest(out: Path, scale: ScaleParameters) -> None:
+def _check_manifest(out: Path, scale: ScaleParameters, device: str | None) -> None:
+    """Refuse ``out`` if it holds a reproduction of another scale or device; else record this one's.
+
+    The device is recorded only when it is not the CPU (the shipped specs' device, so the manifests written
+    before devices existed stay valid): a sweep folder of runs from two devices would feed both to the figures.
+    """
     manifest = out / "reproduce.json"
+    device = None if device == "cpu" else device
     if manifest.exists():
-        previous = read_json(manifest)["scale"]
+        data = read_json(manifest)
+        previous = data["scale"]
         if previous != scale.name:
             raise ValueError(
                 f"--out {out} already holds a {previous!r} reproduction; use another directory for {scale.name!r}"
             )
+        if data.get("device") != device:
+            raise ValueError(f"--device {device or 'cpu'}: --out {out} already holds a reproduction on "
+                             f"{data.get('device') or 'cpu'}; use another directory")
         return
-    atomic_write_json(manifest, {"scale": scale.name, "provenance": provenance()})
+    atomic_write_json(manifest, {"scale": scale.name, **({"device": device} if device else {}),
+                                 "provenance": provenance()})
 
 
 def reproduce(
@@ -107,6 +120,7 @@ def reproduce(
     progress: bool = True,
     log: Callable[[str], None] | None = None,
     wait: float = 0.0,
+    device: str | None = None,
 ) -> ReproduceResult:
     """Run (or resume) the reproduction into ``out`` and write ``out/report.md``.
 
@@ -133,19 +147,24 @@ def reproduce(
     wait : float
         Seconds to wait while another process writes ``out`` (0: refuse at once with
         :class:`~ncgeom.locking.LockedError`; ``math.inf``: no limit).
+    device : str, optional
+        Train every claim run on this device ("cpu", "cuda", "cuda:N"; :func:`ncgeom.experiments.claims.run_claims`);
+        refused before anything runs where it does not exist, or where ``out`` holds a reproduction on another.
     """
     params = scale_parameters(scale)
     workers = require_int("workers", workers, min_value=1)
     engine = require_choice("engine", engine, ENGINES)
+    if device is not None:
+        check_devices([device])
     for arg, names in (("stages", stages or ()), ("redo", redo)):
         for name in names:
             if name not in STAGES:
                 raise ValueError(f"{arg} must be a subset of {', '.join(STAGES)}, got {name!r}")
     out = prepare_folder(out, what="--out")
     with folder_lock(out, wait=wait):
-        _check_manifest(out, params)
+        _check_manifest(out, params, device)
         ctx = Context(out=out, scale=params, workers=workers, engine=engine, progress=progress, redo=frozenset(redo),
-                      wait=wait, log=log or (lambda msg: print(msg, file=sys.stderr, flush=True)))
+                      wait=wait, device=device, log=log or (lambda msg: print(msg, file=sys.stderr, flush=True)))
         t_start = time.perf_counter()
         outcomes = [_run_stage(ctx, stage) for stage in STAGES[:-1] if stages is None or stage in stages]
         outcomes.append(_run_stage(ctx, "report", force=True))
@@ -205,7 +224,8 @@ def _stage_theory(ctx: Context) -> dict:
 
 def _stage_claims(ctx: Context) -> dict:
     results = run_claims(ctx.out, scale=ctx.scale.name, workers=ctx.workers, engine=ctx.engine,
-                         force="claims" in ctx.redo, progress=ctx.progress, log=ctx.log, wait=ctx.wait)
+                         force="claims" in ctx.redo, progress=ctx.progress, log=ctx.log, wait=ctx.wait,
+                         device=ctx.device)
     failed = [f"claim {r.claim}: {r.error}" for r in results if r.error]
     failed += [f"claim {r.claim}: {len(r.failed_runs)} run(s) failed, first: {r.failed_runs[0]}" for r in results if r.failed_runs]
     summary: dict = {"claims": {r.claim: str(r.overall) for r in results}}

@@ -12,8 +12,11 @@ follows exactly the operations torch.optim.Adam applies to run r's own parameter
 
 where eta_r = ``lr[r]``, lambda_r = ``weight_decay[r]`` (L2 added to the gradient, as torch does) and t
 the step count (the same for every run of a stack). The per-run step size is rounded to the parameter's
-dtype as torch rounds its scalar, and the last line is evaluated as torch's ``addcdiv`` does
+dtype as torch rounds its scalar, and the last line is evaluated as torch's CPU ``addcdiv`` does
 ((value * m) / denom, then added), so a stack of one run follows torch.optim.Adam (tests/test_stacked.py).
+The state and the per-run step sizes live on the parameters' device. On CUDA torch.optim.Adam takes its
+multi-tensor (foreach) path and its ``addcdiv`` kernel rounds value * (m / denom): a stack of one run
+follows it to rounding, not bitwise (tests/test_device.py bounds the difference).
 """
 
 from __future__ import annotations
@@ -79,6 +82,6 @@ class StackedAdam:
             v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
             denom = (v.sqrt() / bias_correction2_sqrt).add_(self.eps)
             # -lr / bc1 computed in float64 (Python) and rounded to p's dtype, as torch's Scalar value is
-            step_size = torch.tensor([-lr / bias_correction1 for lr in self.lr], dtype=torch.float64)
+            step_size = torch.tensor([-lr / bias_correction1 for lr in self.lr], dtype=torch.float64, device=p.device)
             update = m * step_size.to(p.dtype).reshape(shape)
             p.add_(update.div_(denom))

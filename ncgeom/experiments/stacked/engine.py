@@ -1,14 +1,15 @@
 """Train R runs of equal shapes as one computation: :func:`run_stack` (docs/theory.md, sections 7-9).
 
 Runs share a stack when their :func:`stack_key` is equal (model kind and sizes, number of samples, d,
-batch size, epochs, normalization, dtype, estimator, k, positives kind, metrics cadence, convention).
+batch size, epochs, normalization, dtype, estimator, k, positives kind, metrics cadence, convention, device).
 Everything else is per run: setting (SCL, HSCL, UCL and HUCL share a stack), beta, tau, lr, weight decay, seed, init
 and its scale/noise, the data's separation/spread/imbalance, the noise scale, psi and margin, backend.
 
 What a run sees is what :func:`ncgeom.experiments.run` gives it, drawn from the same streams
 (:func:`ncgeom.experiments.train.seed_streams`): its data, its initialization (each run's model is built
 by :func:`ncgeom.models.build_model` from its own generators, then stacked), its class-balanced batches,
-its noise positives and its sampled negatives. Per step the stack computes z [R, B, d] with batched
+its noise positives and its sampled negatives (:func:`ncgeom.experiments.train.step_generator`: on CUDA a
+generator of that device). Per step the stack computes z [R, B, d] with batched
 matmuls, the weighted estimator with :func:`ncgeom.experiments.stacked.loss.stacked_weighted` (the
 sampled estimator, and either estimator under the authors' convention (docs/conventions.md), with
 :func:`ncgeom.losses.batch_loss` per run, the sequential call on the run's own
@@ -26,6 +27,12 @@ update and the data/batch/negative draws are the sequential ones operation for o
 estimator is a different kernel (the stacked tiles of ncgeom.experiments.stacked.loss, with the blocked
 kernel's shift bound) from the sequential default (blocked), so the
 loss of a step agrees to a few B eps and the trajectories to T B eps times the conditioning of training.
+
+Devices: a stack trains on its runs' ``device`` (part of the stack key): data, parameters, Adam state, batch
+indices and the per-step draws live there; the initialization is drawn on the CPU and moved, the metrics
+are computed on the CPU in float64. The bitwise independence of a run from its stack-mates is a property of
+the CPU kernels (:mod:`ncgeom.experiments.stacked.loss`, "Independence"); on CUDA it is not promised
+(cuBLAS may pick another kernel for another number of runs): docs/experiments.md, "Devices".
 """
 
 from __future__ import annotations
@@ -45,11 +52,13 @@ from ncgeom.experiments.config import Config
 from ncgeom.experiments.records import SUMMARY_FILE, EpochRecord, HistoryWriter, RunStatus, save_config
 from ncgeom.experiments.result import Result
 from ncgeom.experiments.train import (
+    check_device,
     make_data,
     metrics_record,
     prepare_run_dir,
     run_nc_value,
     seed_streams,
+    step_generator,
     write_run_outputs,
 )
 from ncgeom.provenance import provenance
@@ -60,7 +69,7 @@ __all__ = ["STACK_FIELDS", "stack_key", "can_stack", "group_stacks", "stack_memo
 #: Config fields that must be equal for runs to share a stack (shapes, schedule, estimator, dtype).
 STACK_FIELDS: tuple[str, ...] = (
     "model", "dataset", "norm", "batch_size", "epochs", "dtype", "estimator", "num_negatives", "positives",
-    "detach_weights", "metrics_every", "convention",
+    "detach_weights", "metrics_every", "convention", "device",
 )
 
 
@@ -168,6 +177,7 @@ def run_stack(configs: Sequence[Config], *, out_dirs: Sequence[str | Path | None
         check_run_memory(c)
     require_within_budget("stack size", stack_memory_bytes(configs), what=f"a stack of {len(configs)} runs")
     head = configs[0]
+    device = check_device(head.device)  # one device per stack (STACK_FIELDS)
     start = time.perf_counter()
     dtype = getattr(torch, head.dtype)
     sampled = head.estimator == "sampled"
@@ -178,39 +188,41 @@ def run_stack(configs: Sequence[Config], *, out_dirs: Sequence[str | Path | None
     models = []
     for config, out_dir in zip(configs, dirs, strict=True):
         run_dir = prepare_run_dir(out_dir)
-        data_rng, init_rng, batch_rng, generator = seed_streams(config.seed)
+        data_rng, init_rng, batch_rng, init_generator = seed_streams(config.seed)
         data = make_data(config, rng=data_rng)
-        models.append(build_model(
+        models.append(build_model(  # on the CPU, from the run's own streams; the stack is moved to the device
             config.model, dim=config.embedding_dim, norm=config.norm, num_samples=data.num_train,
             input_dim=data.input_dim, labels=data.y_train, hidden_dim=config.hidden_dim, depth=config.depth,
             init=config.init, init_scale=config.init_scale, init_noise=config.init_noise,
-            generator=generator, rng=init_rng, dtype=dtype,
+            generator=init_generator, rng=init_rng, dtype=dtype,
         ))
+        generator = step_generator(init_generator, device)
         nc_val, nc_source = run_nc_value(config)
         psi = make_psi(config.psi, tau=config.tau, margin=config.margin) if sampled else "infonce"
         runs.append(_Run(config, data, batch_rng, generator, nc_val, nc_source, psi, run_dir,
                          initial=EpochRecord(0, None, nc_val, None)))
-    encoder = StackedEncoder.from_models(head.model, models, norm=head.norm)
+    encoder = StackedEncoder.from_models(head.model, models, norm=head.norm, device=device)
     del models
     indexed = encoder.takes_indices
-    x_train = [torch.as_tensor(r.data.x_train, dtype=dtype) for r in runs]
-    x_test = [torch.as_tensor(r.data.x_test, dtype=dtype) for r in runs]
+    x_train = [torch.as_tensor(r.data.x_train, dtype=dtype, device=device) for r in runs]
+    x_test = [torch.as_tensor(r.data.x_test, dtype=dtype, device=device) for r in runs]
     x_stack = None if indexed else torch.stack(x_train)
-    y_stack = torch.stack([torch.as_tensor(r.data.y_train) for r in runs])
-    supervised = torch.tensor([is_supervised(r.config.setting) for r in runs])
+    y_stack = torch.stack([torch.as_tensor(r.data.y_train, device=device) for r in runs])
+    supervised = torch.tensor([is_supervised(r.config.setting) for r in runs], device=device)
+    # per-run scalars stay float64 on the CPU: stacked_weighted converts them to z's dtype and device
     tilt = torch.tensor([effective_beta(r.config.setting, r.config.beta) for r in runs], dtype=torch.float64)
     tau = torch.tensor([r.config.tau for r in runs], dtype=torch.float64)
     k = None if head.num_negatives == "batch" else int(head.num_negatives)
     band = 2 if noise else int(class_balanced_counts(len(np.unique(runs[0].data.y_train)), head.batch_size).max())
     optimizer = StackedAdam(encoder.params, lr=[c.lr for c in configs], weight_decay=[c.weight_decay for c in configs])
-    row_ids = torch.arange(len(runs))[:, None]
+    row_ids = torch.arange(len(runs), device=device)[:, None]
 
     def evaluate(r: int, epoch: int, loss: float | None) -> EpochRecord | None:
         run = runs[r]
-        z = encoder.embed(r, None if indexed else x_train[r]).detach().to(torch.float64).numpy()
+        z = encoder.embed(r, None if indexed else x_train[r]).detach().to("cpu", torch.float64).numpy()
         z_test = None
         if not indexed and run.data.y_test.size:
-            z_test = encoder.embed(r, x_test[r]).detach().to(torch.float64).numpy()
+            z_test = encoder.embed(r, x_test[r]).detach().to("cpu", torch.float64).numpy()
         return metrics_record(z, z_test, run.data, epoch, loss, run.nc_value)
 
     for r, run in enumerate(runs):
@@ -219,10 +231,11 @@ def run_stack(configs: Sequence[Config], *, out_dirs: Sequence[str | Path | None
             raise ValueError(f"run {r}: the initial embeddings are not finite "
                              f"(init_scale={run.config.init_scale:g}, dtype={run.config.dtype})")
         run.initial = run.last_metrics = initial
+    stack_provenance = provenance()  # one process, one moment: the same record for every run of the stack
     for run in runs:
         if run.run_dir is not None:
             (run.run_dir / SUMMARY_FILE).unlink(missing_ok=True)  # unlinks a planted symlink itself, not its target
-            save_config(run.run_dir, run.config, provenance())
+            save_config(run.run_dir, run.config, stack_provenance)
             run.history_file = HistoryWriter(run.run_dir)
 
     steps = math.ceil(runs[0].data.num_train / head.batch_size)
@@ -236,7 +249,7 @@ def run_stack(configs: Sequence[Config], *, out_dirs: Sequence[str | Path | None
         for epoch in range(1, head.epochs + 1):
             batches = torch.from_numpy(np.stack([
                 class_balanced_batches(run.data.y_train, head.batch_size, num_batches=steps, rng=run.batch_rng)
-                for run in runs]))  # [R, steps, B]
+                for run in runs])).to(device)  # [R, steps, B]
             for run in runs:
                 run.total, run.failure = 0.0, None
             for s in range(steps):
@@ -310,7 +323,9 @@ def run_stack(configs: Sequence[Config], *, out_dirs: Sequence[str | Path | None
                 if record.metrics is not None:
                     run.last_metrics = record
                 if run.history_file is not None:
-                    run.history_file.append(record)
+                    # rewritten at the metric epochs and at the end (close), not every epoch: a stack killed
+                    # before its end reruns whole, so the file only shows progress (HistoryWriter)
+                    run.history_file.append(record, write=record.metrics is not None)
             good_state = encoder.snapshot()
             if bar is not None:
                 bar.update(1)
@@ -328,7 +343,7 @@ def run_stack(configs: Sequence[Config], *, out_dirs: Sequence[str | Path | None
             run.message = f"trained {run.config.epochs} epochs"
         if run.history and run.history[-1].metrics is None:  # diverged after an epoch skipped by metrics_every
             run.last_metrics = evaluate(r, run.history[-1].epoch, run.history[-1].loss) or run.last_metrics
-        z_final = encoder.embed(r, None if indexed else x_train[r]).detach().to(torch.float64).numpy()
+        z_final = encoder.embed(r, None if indexed else x_train[r]).detach().to("cpu", torch.float64).numpy()
         assert run.last_metrics is not None  # set from the initial state above
         result = Result(
             config=run.config, status=run.status, message=run.message, history=tuple(run.history),

@@ -35,10 +35,14 @@ class StackedEncoder:
         self.params = [p.detach().clone().requires_grad_(True) for p in params]
 
     @classmethod
-    def from_models(cls, kind: ModelKind, models: Sequence[torch.nn.Module], *, norm: Normalization) -> StackedEncoder:
-        """Stack the parameters of R models of the same kind and shapes (slice r = model r's parameters)."""
+    def from_models(cls, kind: ModelKind, models: Sequence[torch.nn.Module], *, norm: Normalization,
+                    device: torch.device | str | None = None) -> StackedEncoder:
+        """Stack the parameters of R models of the same kind and shapes (slice r = model r's parameters).
+
+        ``device``: where the stacked parameters live (None: the models' device); the values are copied exactly.
+        """
         per_model = [list(m.parameters()) for m in models]
-        stacked = [torch.stack([p.detach() for p in group]) for group in zip(*per_model, strict=True)]
+        stacked = [torch.stack([p.detach() for p in group]).to(device) for group in zip(*per_model, strict=True)]
         return cls(kind, stacked, norm=norm)
 
     @property
