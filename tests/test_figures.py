@@ -7,7 +7,6 @@ of the formats ncgeom.reproduce.theory_data writes; no training happens here.
 
 from __future__ import annotations
 
-import json
 import math
 import subprocess
 import sys
@@ -21,7 +20,18 @@ from ncgeom.atomic_io import atomic_write_json
 from ncgeom.experiments import Config, EpochRecord, RunSummary, load_runs
 from ncgeom.experiments.records import save_config, save_history
 from ncgeom.figures import FIGURES, figure_module, figure_names, get_figure, render_figure
-from ncgeom.figures.runs import MissingResults, load_theory, run_beta, select_runs, sweep_folders
+from ncgeom.figures.runs import (
+    MissingResults,
+    describe_runs,
+    grid_point,
+    group_by_point,
+    hyperparameters,
+    load_theory,
+    run_beta,
+    seed_band,
+    select_runs,
+    sweep_folders,
+)
 from ncgeom.reproduce.theory_data import harris_gaps, nc_value_curves
 from ncgeom.vocabulary import effective_beta
 
@@ -47,15 +57,25 @@ def _write_run(path: Path, rng: np.random.Generator, *, epochs: int = 5, classes
     RunSummary("completed", "", records[-1], records[0], 1.0, "test", epochs, 0.0, cfg).save(path)
 
 
+SEEDS = (0, 1, 2)  # seeds per grid point of the synthetic sweeps, as at the quick scale
+
+
+def _write_sweep_json(folder: Path, claim: str, scale: str = "quick") -> None:
+    """The sweep.json of a sweep folder: the keys the figures read (the claim it tests, its scale)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(folder / "sweep.json", {"name": folder.name, "claim": claim, "scale": scale})
+
+
 def write_synthetic_results(root: Path, rng: np.random.Generator) -> Path:
-    """Synthetic sweeps for every claim and synthetic theory files under ``root``."""
+    """Synthetic sweeps for every claim (each grid point over :data:`SEEDS`, scale quick) and synthetic theory
+    files under ``root``, with the reproduction's manifest naming the scale."""
     counter = iter(range(10_000))
 
     def run(claim: str, **config):
         folder = root / "sweeps" / f"sweep_for_claim_{claim}"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "sweep.json").write_text(json.dumps({"name": folder.name, "claim": claim}))
-        _write_run(folder / f"run{next(counter):03d}", rng, **config)
+        _write_sweep_json(folder, claim)
+        for seed in SEEDS:
+            _write_run(folder / f"run{next(counter):03d}", rng, seed=seed, **config)
 
     for b in (0.0, 2.0, 5.0, 10.0, 30.0):
         run("1", setting="scl" if b == 0 else "hscl", beta=b)
@@ -71,11 +91,12 @@ def write_synthetic_results(root: Path, rng: np.random.Generator) -> Path:
         run("2", setting="ucl", positives=positives, model="linear")
     for init in ("random", "near_nc"):
         for setting, b in (("scl", 0.0), ("hscl", 5.0), ("ucl", 0.0), ("hucl", 10.0), ("hucl", 30.0)):
-            run("7", setting=setting, beta=b, init=init)
+            run("7", setting=setting, beta=b, init=init, lr=0.05 if init == "near_nc" else 0.01)  # as the specs: not equal lr
     for bs in (32, 64, 128, 256, 512):
         for setting, b in (("scl", 0.0), ("hscl", 5.0)):
             run("8", setting=setting, beta=b, batch_size=bs, samples_per_class=150)
 
+    atomic_write_json(root / "reproduce.json", {"scale": "quick", "provenance": {}})
     theory = root / "theory"
     atomic_write_json(theory / "nc_values.json", nc_value_curves(num_classes=10, num_negatives=(1, 16), betas=(0.0, 2.0, 5.0, 30.0)))
     atomic_write_json(theory / "harris_gap.json", harris_gaps(num_models=2, betas=(0.0, 2.0), num_negatives=1, num_classes=2, points_per_class=2, dim=2))
@@ -213,3 +234,116 @@ def test_sweep_folders_follow_the_claim_tag(results):
 def test_load_theory_missing_raises(tmp_path):
     with pytest.raises(MissingResults, match="nc_values.json"):
         load_theory(tmp_path, "nc_values")
+
+
+# --- seeds: one line per grid point (mean over seeds, min-max band) and the computed captions ----------------
+
+
+def _seeded_runs(root: Path, scale: str = "quick") -> list:
+    """Two grid points (near-NC start at lr 0.05, random start at lr 0.01) over SEEDS, in one sweep folder."""
+    folder = root / "sweep"
+    _write_sweep_json(folder, "7", scale)
+    rng = np.random.default_rng(3)
+    for seed in SEEDS:
+        _write_run(folder / f"near_s{seed}", rng, setting="hscl", beta=5.0, init="near_nc", init_noise=0.05, lr=0.05, seed=seed)
+        _write_run(folder / f"random_s{seed}", rng, setting="hscl", beta=5.0, init="random", lr=0.01, seed=seed)
+    return load_runs(folder)
+
+
+def test_grid_points_group_the_seeds_and_the_band_is_their_mean_min_and_max(tmp_path):
+    runs = _seeded_runs(tmp_path)
+    groups = group_by_point(runs)
+    assert sorted(tuple(r.config.seed for r in g) for g in groups) == [SEEDS, SEEDS]
+    assert sorted({g[0].config.init for g in groups}) == ["near_nc", "random"]
+    for group in groups:
+        assert len({grid_point(r) for r in group}) == 1
+        band = seed_band([r.series("etf_distance") for r in group])
+        stacked = np.array([r.series("etf_distance")[1] for r in group])  # [seeds, epochs]: every seed at every epoch
+        np.testing.assert_array_equal(band.x, group[0].series("etf_distance")[0])
+        # a mean of 3 numbers: numpy may sum them in another order, so up to a few roundings apart
+        np.testing.assert_allclose(band.mean, stacked.mean(axis=0), rtol=4 * np.finfo(float).eps, atol=0)
+        np.testing.assert_array_equal(band.lo, stacked.min(axis=0))
+        np.testing.assert_array_equal(band.hi, stacked.max(axis=0))
+        np.testing.assert_array_equal(band.count, np.full(stacked.shape[1], len(SEEDS)))
+
+
+def test_seed_band_skips_missing_values_and_counts_the_seeds_at_each_x():
+    band = seed_band([([0, 1, 2], [1.0, 3.0, 5.0]), ([0, 1, 2], [3.0, math.nan, 7.0]), ([0, 2], [2.0, 9.0])])
+    np.testing.assert_array_equal(band.x, [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(band.mean, [2.0, 3.0, 7.0])
+    np.testing.assert_array_equal(band.lo, [1.0, 3.0, 5.0])
+    np.testing.assert_array_equal(band.hi, [3.0, 3.0, 9.0])
+    np.testing.assert_array_equal(band.count, [3, 1, 3])
+    with pytest.raises(ValueError, match=r"series\[0\]"):
+        seed_band([([0, 1], [1.0])])
+
+
+def test_trajectory_panel_draws_one_mean_line_and_one_band_per_grid_point(tmp_path):
+    from ncgeom.figures.panels import plot_metric
+    from ncgeom.figures.style import new_figure
+
+    runs = _seeded_runs(tmp_path)
+    fig, axes = new_figure(1, 1)
+    ax = axes[0][0]
+    assert plot_metric(ax, runs, "etf_distance", label_runs=False)
+    assert len(ax.get_lines()) == len(group_by_point(runs)) == 2  # not one line per run (6)
+    assert len(ax.collections) == 2  # the min-max bands
+    means = {tuple(np.round(seed_band([r.series("etf_distance") for r in g]).mean, 12)) for g in group_by_point(runs)}
+    assert {tuple(np.round(line.get_ydata(), 12)) for line in ax.get_lines()} == means
+
+
+def test_hyperparameters_are_the_values_applied():
+    scl = hyperparameters(Config(setting="scl", beta=5.0))
+    assert scl["beta"] == 0.0  # scl ignores beta
+    assert scl["dim"] == 9  # d = C - 1 when unset
+    assert scl["init_noise"] is None and scl["noise_scale"] is None and scl["hidden_dim"] is None
+    assert "seed" not in scl and "device" not in scl
+    assert hyperparameters(Config(init="near_nc", init_noise=0.05))["init_noise"] == 0.05
+
+
+def test_describe_runs_names_the_scale_the_seeds_and_what_differs(tmp_path):
+    about = describe_runs(_seeded_runs(tmp_path))
+    assert about.scale == "quick"
+    assert about.seeds_per_point == (3, 3) and about.seeds == SEEDS
+    assert (about.points, about.runs) == (2, 6)
+    # init and lr change together (one lr per kind of start): one entry pairing each init with its lr
+    assert about.varying == (("init, lr", (("near_nc", 0.05), ("random", 0.01))),)
+    text = about.text()
+    assert "Scale: quick" in text and "3 seeds (0, 1, 2) per grid point" in text
+    assert "(init = near_nc, lr = 0.05) vs (init = random, lr = 0.01)" in text
+    assert "Metrics every 1 epoch and at the last." in text and "Metrics" not in about.text(cadence=False)
+
+
+def test_describe_runs_lists_independent_fields_apart_and_uneven_seeds(tmp_path):
+    folder = tmp_path / "sweep"
+    _write_sweep_json(folder, "1", "full")
+    rng = np.random.default_rng(4)
+    for name, seeds, config in (("a", (0, 1), {"setting": "scl", "norm": "sphere"}), ("b", (0,), {"setting": "hscl", "beta": 5.0, "norm": "sphere"}),
+                                ("c", (0, 1), {"setting": "hscl", "beta": 5.0, "norm": "ball"}),
+                                ("d", (0, 1), {"setting": "hscl", "beta": 2.0, "norm": "ball"})):
+        for seed in seeds:
+            _write_run(folder / f"{name}{seed}", rng, seed=seed, **config)
+    about = describe_runs(load_runs(folder))
+    assert about.scale == "full"
+    assert about.seeds_per_point == (1, 2) and about.seeds == ()
+    # no two of setting, beta, norm determine each other here: three entries
+    assert about.varying == (("setting", ("hscl", "scl")), ("beta", (0.0, 2.0, 5.0)), ("norm", ("ball", "sphere")))
+    assert "1 to 2 seeds per grid point" in about.text()
+    assert "setting: hscl, scl; beta: 0, 2, 5; norm: ball, sphere" in about.text()
+    with pytest.raises(ValueError, match="runs"):
+        describe_runs([])
+
+
+@pytest.mark.parametrize("name", ["fig_scl_panels", "fig_init", "fig_hardness", "fig_nc_values"])
+def test_rendered_caption_states_scale_seeds_and_differences(name, results, tmp_path):
+    spec = get_figure(name)
+    status = render_figure(name, results, tmp_path, formats=("png",))
+    assert status["status"] == "done", status.get("traceback", status["error"])
+    caption = status["caption"]
+    assert caption.startswith(spec.caption)  # the registered text, then the computed sentences
+    assert "Scale: quick" in caption
+    if spec.data != ("theory",):
+        assert f"{len(SEEDS)} seeds (0, 1, 2) per grid point" in caption and "Differ between curves:" in caption
+    if name == "fig_init":  # near-NC runs (claim 7) at their lr vs random runs (claim 6) at theirs: said, computed
+        assert "(init = near_nc, lr = 0.05) vs (init = random, lr = 0.01)" in caption
+        assert "mean over the seeds" in caption

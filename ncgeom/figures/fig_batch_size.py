@@ -16,7 +16,8 @@ from pathlib import Path
 from matplotlib.ticker import ScalarFormatter
 
 from ncgeom.figures.panels import final_value_axis, plot_final_groups
-from ncgeom.figures.runs import MissingResults, family_label, group_final, runs_for
+from ncgeom.figures.registry import Rendered
+from ncgeom.figures.runs import FINAL_TEXT, MissingResults, describe_runs, family_label, group_final, runs_for
 from ncgeom.figures.style import color_cycle, figure_main, new_figure, save_figure
 
 __all__ = ["NAME", "plot"]
@@ -26,7 +27,7 @@ CLAIMS = ("8",)
 _PANELS = (("etf_distance", "final distance to the simplex ETF"), ("within_class", r"final within-class spread"), ("test_ncc_accuracy", "final NCC test accuracy"))
 
 
-def plot(results: Path, out: Path) -> list[Path]:
+def plot(results: Path, out: Path) -> Rendered:
     runs = runs_for(results, CLAIMS, init="random")
     if len({r.config.batch_size for r in runs}) < 2:
         raise MissingResults(f"need runs with at least two batch sizes under {results}/sweeps (claims {', '.join(CLAIMS)})")
@@ -41,7 +42,7 @@ def plot(results: Path, out: Path) -> list[Path]:
         final_value_axis(ax, key, ylabel, values, runs)
     axes[0][0].legend(loc="best")
     fig.suptitle(f"Batch size (Gaussian data, C = {runs[0].config.classes}, {runs[0].config.epochs} epochs)", fontsize=10)
-    return save_figure(fig, out, NAME)
+    return save_figure(fig, out, NAME, details=f"{FINAL_TEXT} {describe_runs(runs).text(cadence=False)}")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ncgeom.figures.runs import MissingResults, load_theory
+from ncgeom.figures.registry import Rendered
+from ncgeom.figures.runs import MissingResults, load_theory, theory_description
 from ncgeom.figures.style import figure_main, new_figure, save_figure, setting_color
 
 __all__ = ["NAME", "plot"]
@@ -32,7 +33,7 @@ def _short(row: dict) -> str:
     return f"{str(row['setting']).upper()} {row.get('psi')} C{row['num_classes']} k{row['num_negatives']} {par} {row.get('domain')}"
 
 
-def plot(results: Path, out: Path) -> list[Path]:
+def plot(results: Path, out: Path) -> Rendered:
     rows = [r for r in load_theory(results, "certificates")["cases"] if r.get("primal_value") is not None and r.get("closed_form") is not None]
     if not rows:
         raise MissingResults("no solved certificate in theory/certificates.json")
@@ -76,7 +77,7 @@ def plot(results: Path, out: Path) -> list[Path]:
     ax.set_ylabel(f"error / gap / distance (floor {_FLOOR:g})")
     ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=2, fontsize=7.5)
     fig.suptitle("Convex Gram-matrix certificates vs closed forms (docs/theory.md, section 6)", fontsize=10)
-    return save_figure(fig, out, NAME)
+    return save_figure(fig, out, NAME, details=theory_description(results))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ncgeom.figures.panels import beta_axis, final_value_axis, plot_final_groups
-from ncgeom.figures.runs import MissingResults, family, group_final, run_beta, runs_for
+from ncgeom.figures.registry import Rendered
+from ncgeom.figures.runs import FINAL_TEXT, MissingResults, describe_runs, family, group_final, run_beta, runs_for
 from ncgeom.figures.style import figure_main, new_figure, save_figure, setting_color
 
 __all__ = ["NAME", "plot"]
@@ -24,7 +25,7 @@ NAME = "fig_digits"
 CLAIMS = ("5",)
 
 
-def plot(results: Path, out: Path) -> list[Path]:
+def plot(results: Path, out: Path) -> Rendered:
     runs = runs_for(results, CLAIMS, dataset="digits")
     if not runs:
         raise MissingResults(f"no digits run under {results}/sweeps (claims {', '.join(CLAIMS)})")
@@ -37,7 +38,7 @@ def plot(results: Path, out: Path) -> list[Path]:
         ax.legend(loc="best")
     r0 = runs[0]
     fig.suptitle(f"Digits (real data): norm = {r0.config.norm}, tau = {r0.config.tau}, d = {r0.config.dim or 'C-1'}, model = {r0.config.model}", fontsize=10)
-    return save_figure(fig, out, NAME)
+    return save_figure(fig, out, NAME, details=f"{FINAL_TEXT} {describe_runs(runs).text(cadence=False)}")
 
 
 if __name__ == "__main__":

@@ -17,8 +17,11 @@ import math
 from pathlib import Path
 
 from ncgeom.figures.panels import beta_axis, plot_final_groups, set_auto_log
+from ncgeom.figures.registry import Rendered
 from ncgeom.figures.runs import (
+    FINAL_TEXT,
     MissingResults,
+    describe_runs,
     dominant_group,
     family,
     group_final,
@@ -45,7 +48,7 @@ def _spec_floor(run) -> float:
     return values[-1] if values else math.nan
 
 
-def plot(results: Path, out: Path) -> list[Path]:
+def plot(results: Path, out: Path) -> Rendered:
     runs = runs_for(results, CLAIMS, init="random")
     if not runs:
         raise MissingResults(f"no claim-6 run under {results}/sweeps")
@@ -65,7 +68,7 @@ def plot(results: Path, out: Path) -> list[Path]:
     r0 = runs[0]
     fig.suptitle(f"Hardness at a fixed budget ({r0.config.epochs} epochs, lr {r0.config.lr}, C = {r0.config.classes}, "
                  f"norm = {r0.config.norm}, model = {r0.config.model})", fontsize=10)
-    return save_figure(fig, out, NAME)
+    return save_figure(fig, out, NAME, details=f"{FINAL_TEXT} {describe_runs(runs).text(cadence=False)}")
 
 
 if __name__ == "__main__":

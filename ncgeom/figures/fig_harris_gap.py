@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ncgeom.figures.runs import load_theory
+from ncgeom.figures.registry import Rendered
+from ncgeom.figures.runs import load_theory, theory_description
 from ncgeom.figures.style import figure_main, new_figure, save_figure, setting_color
 
 __all__ = ["NAME", "plot"]
@@ -24,7 +25,7 @@ __all__ = ["NAME", "plot"]
 NAME = "fig_harris_gap"
 
 
-def plot(results: Path, out: Path) -> list[Path]:
+def plot(results: Path, out: Path) -> Rendered:
     data = load_theory(results, "harris_gap")
     betas = np.asarray(data["betas"], dtype=float)
     fig, axes = new_figure(1, 2, width=8.0, height=3.1)
@@ -46,7 +47,7 @@ def plot(results: Path, out: Path) -> list[Path]:
         f"(tolerance {data['tolerance']:.1e})",
         fontsize=9,
     )
-    return save_figure(fig, out, NAME)
+    return save_figure(fig, out, NAME, details=theory_description(results))
 
 
 if __name__ == "__main__":

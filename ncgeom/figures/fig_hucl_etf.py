@@ -24,7 +24,17 @@ from collections import Counter
 from pathlib import Path
 
 from ncgeom.figures.panels import beta_axis, plot_final_groups, set_auto_log
-from ncgeom.figures.runs import MissingResults, group_final, load_theory, run_beta, runs_for
+from ncgeom.figures.registry import Rendered
+from ncgeom.figures.runs import (
+    FINAL_TEXT,
+    MissingResults,
+    describe_runs,
+    group_final,
+    load_theory,
+    run_beta,
+    runs_for,
+    theory_description,
+)
 from ncgeom.figures.style import figure_main, new_figure, no_data, save_figure, setting_color
 from ncgeom.vocabulary import is_supervised
 
@@ -54,7 +64,7 @@ def _thresholds(rows: list, c: int, d: int) -> tuple[float | None, float | None]
     return None, None
 
 
-def plot(results: Path, out: Path) -> list[Path]:
+def plot(results: Path, out: Path) -> Rendered:
     runs = runs_for(results, CLAIMS, setting=("ucl", "hucl"), init="random", positives="label")
     geometry: tuple[int, int] | None = None
     if runs:  # the (C, d) of the runs: most runs share it; the exploration and thresholds drawn are for it
@@ -123,7 +133,8 @@ def plot(results: Path, out: Path) -> list[Path]:
     where = "" if geometry is None else f" at the runs' C = {geometry[0]}, d = {geometry[1]}"
     fig.suptitle(f"HUCL: deviation from the simplex ETF as beta grows{where} (claim 3; open problem of docs/theory.md, "
                  "section 4)", fontsize=10)
-    return save_figure(fig, out, NAME)
+    details = f"{FINAL_TEXT} {describe_runs(runs).text(cadence=False)}" if runs else theory_description(results)
+    return save_figure(fig, out, NAME, details=details)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ncgeom.figures.runs import load_theory
+from ncgeom.figures.registry import Rendered
+from ncgeom.figures.runs import load_theory, theory_description
 from ncgeom.figures.style import color_cycle, figure_main, new_figure, save_figure
 
 __all__ = ["NAME", "plot"]
@@ -26,7 +27,7 @@ __all__ = ["NAME", "plot"]
 NAME = "fig_hucl_thresholds"
 
 
-def plot(results: Path, out: Path) -> list[Path]:
+def plot(results: Path, out: Path) -> Rendered:
     data = load_theory(results, "hucl_thresholds")
     rows = data["rows"]
     classes = sorted({row["num_classes"] for row in rows})
@@ -85,7 +86,7 @@ def plot(results: Path, out: Path) -> list[Path]:
     ax.grid(axis="x", alpha=0.3)
     fig.suptitle("HUCL: where NC stops being the minimizer, by dimension (open problem of docs/theory.md, section 4)",
                  fontsize=10)
-    return save_figure(fig, out, NAME)
+    return save_figure(fig, out, NAME, details=theory_description(results))
 
 
 if __name__ == "__main__":

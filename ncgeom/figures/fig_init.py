@@ -6,7 +6,8 @@ log axis. Left column SCL/HSCL, right column UCL/HUCL; colour = beta, solid = ne
 (a random-orientation ETF plus noise; claim-7 sweep), dashed = random initialization (the runs of the
 same setting and beta in the claim-6, else claim-1 or claim-3, sweeps). The two kinds of curve need not share
 hyperparameters: the claim-7 runs use lr 0.05, the claim-6 runs lr 0.01 (and their own budget), so the
-legend gives each curve's learning rate and the solid-vs-dashed comparison is not at equal lr. Bears on
+legend gives each curve's learning rate and the solid-vs-dashed comparison is not at equal lr (the caption
+computes what differs). Each curve is the mean over the seeds of one grid point with a min-max band. Bears on
 claim 7 of docs/theory.md,
 section 9 (from near-NC, SCL/HSCL stay at NC; HUCL with beta in {10, 30} drifts away with dimensional
 collapse), i.e. on NC as a minimizer (Theorem 2) and the HUCL open problem. Reads those sweeps under
@@ -19,8 +20,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ncgeom.figures.panels import legend_entries, set_auto_log
-from ncgeom.figures.runs import MissingResults, family, family_label, run_beta, runs_for, spectrum_floor_series
+from ncgeom.figures.panels import legend_entries, plot_bands, set_auto_log
+from ncgeom.figures.registry import Rendered
+from ncgeom.figures.runs import (
+    BAND_TEXT,
+    MissingResults,
+    describe_runs,
+    family,
+    family_label,
+    run_beta,
+    runs_for,
+    spectrum_floor_series,
+)
 from ncgeom.figures.style import beta_color, figure_main, new_figure, no_data, save_figure
 
 __all__ = ["NAME", "plot"]
@@ -35,11 +46,19 @@ def _label(run) -> str:
     return f"{family_label(run)}, {'near-NC' if run.config.init == 'near_nc' else 'random'} init, lr {run.config.lr:g}"
 
 
+def _color(run) -> str:
+    return beta_color(run_beta(run))
+
+
+def _linestyle(run) -> str:
+    return _LS.get(run.config.init, ":")
+
+
 def _key(run):
     return (family_label(run), run.config.norm, run.config.model)
 
 
-def plot(results: Path, out: Path) -> list[Path]:
+def plot(results: Path, out: Path) -> Rendered:
     runs = runs_for(results, CLAIMS, init=("near_nc", "random"))
     if not any(r.config.init == "near_nc" for r in runs):
         raise MissingResults(f"no near-NC-initialized run under {results}/sweeps (claims {', '.join(CLAIMS)})")
@@ -56,17 +75,12 @@ def plot(results: Path, out: Path) -> list[Path]:
             no_data(axes[0][col], f"no {title} run")
             no_data(axes[1][col], f"no {title} run")
             continue
-        values = []
-        for run in group:
-            epochs, vals = run.series("etf_distance")
-            axes[0][col].plot(epochs, vals, color=beta_color(run_beta(run)), ls=_LS.get(run.config.init, ":"), label=_label(run))
-            values += vals
+        values = plot_bands(axes[0][col], group, lambda run: run.series("etf_distance"), color_of=_color, label_of=_label,
+                            linestyle_of=_linestyle)
         set_auto_log(axes[0][col], values)
         axes[0][col].set_ylabel("distance to the simplex ETF")
         axes[0][col].set_title(f"{title}: distance to ETF")
-        for run in group:
-            epochs, vals = spectrum_floor_series(run)
-            axes[1][col].plot(epochs, vals, color=beta_color(run_beta(run)), ls=_LS.get(run.config.init, ":"), label=_label(run))
+        plot_bands(axes[1][col], group, spectrum_floor_series, color_of=_color, label_of=_label, linestyle_of=_linestyle)
         axes[1][col].set_yscale("log")
         axes[1][col].set_ylabel("smallest / largest class-mean eigenvalue")
         axes[1][col].set_title(f"{title}: dimensional-collapse indicator")
@@ -79,7 +93,7 @@ def plot(results: Path, out: Path) -> list[Path]:
     lr_text = "; ".join(f"{names[init]} lr {', '.join(f'{x:g}' for x in v)}" for init, v in lrs.items() if v)
     fig.suptitle(f"Near-NC (solid) vs random (dashed) initialization, Gaussian data, C = {runs[0].config.classes} "
                  f"({lr_text})", fontsize=10)
-    return save_figure(fig, out, NAME)
+    return save_figure(fig, out, NAME, details=f"{BAND_TEXT} {describe_runs(runs).text()}")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ncgeom.figures.runs import load_theory
+from ncgeom.figures.registry import Rendered
+from ncgeom.figures.runs import load_theory, theory_description
 from ncgeom.figures.style import figure_main, new_figure, save_figure, setting_color
 from ncgeom.vocabulary import SETTINGS
 
@@ -26,7 +27,7 @@ _STYLE = {"scl": ("-", "o"), "hscl": ("--", None), "ucl": ("-", "s"), "hucl": ("
 _LABEL = {"scl": "SCL", "hscl": "HSCL", "ucl": "UCL", "hucl": "HUCL"}
 
 
-def plot(results: Path, out: Path) -> list[Path]:
+def plot(results: Path, out: Path) -> Rendered:
     data = load_theory(results, "nc_values")
     betas = data["betas"]
     ks = [str(k) for k in data["num_negatives"]]
@@ -51,7 +52,7 @@ def plot(results: Path, out: Path) -> list[Path]:
     ax.set_title(f"C = {data['num_classes']}")
     ax.legend(loc="center right")
     fig.suptitle("Population loss at neural collapse (docs/theory.md, section 5)", fontsize=10)
-    return save_figure(fig, out, NAME)
+    return save_figure(fig, out, NAME, details=theory_description(results))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Top row: final sorted class-mean spectrum, normalized by its largest value, on o
 one panel per normalization, one curve per trained setting and encoder (colour; solid beta = 0, dashed
 hard negatives); a tail orders of magnitude below 1 is dimensional collapse (docs/theory.md, section 8,
 spectrum). Rows 2-4, vs epoch: distance to the simplex ETF, NC1 = tr(Sigma_W pinv(Sigma_B))/C (log
-axis) and RankMe (effective rank; at most C-1 = d here, low under dimensional collapse). The claim-4
+axis) and RankMe (effective rank; at most C-1 = d here, low under dimensional collapse); each curve is the
+mean over the seeds of one grid point with a min-max band. The claim-4
 sweep compares none with sphere; when it has no ball run, the ball runs of the claim-1 sweep with the
 same encoder fill the middle column. Bears on claim 4 of docs/theory.md, section 9 (without normalization
 Adam ends in dimensional collapse, with or without hard negatives) and on the ball/sphere hypothesis
@@ -16,10 +17,12 @@ Run: ``python -m ncgeom.figures.fig_normalization --results DIR --out DIR``.
 from __future__ import annotations
 
 import math
+from operator import methodcaller
 from pathlib import Path
 
-from ncgeom.figures.panels import legend_entries, plot_spectrum, set_auto_log
-from ncgeom.figures.runs import MissingResults, family_label, run_beta, runs_for
+from ncgeom.figures.panels import legend_entries, plot_bands, plot_spectrum, set_auto_log
+from ncgeom.figures.registry import Rendered
+from ncgeom.figures.runs import BAND_TEXT, MissingResults, describe_runs, family_label, run_beta, runs_for
 from ncgeom.figures.style import figure_main, new_figure, no_data, save_figure
 
 __all__ = ["NAME", "plot"]
@@ -42,7 +45,7 @@ def _label(run):
     return f"{family_label(run)}, {run.config.model}"
 
 
-def plot(results: Path, out: Path) -> list[Path]:
+def plot(results: Path, out: Path) -> Rendered:
     runs = runs_for(results, CLAIMS, init="random", positives="label")
     if not {r.config.norm for r in runs} & {"none"}:
         raise MissingResults(f"no run without normalization under {results}/sweeps (claims {', '.join(CLAIMS)})")
@@ -63,11 +66,7 @@ def plot(results: Path, out: Path) -> list[Path]:
         ax_s.set_title(f"norm = {norm}: final spectrum")
         for row, (key, ylabel, log) in enumerate(rows, start=1):
             ax = axes[row][col]
-            values = []
-            for run in group:
-                epochs, vals = run.series(key)
-                ax.plot(epochs, vals, color=_color(run), ls=_style(run), label=_label(run))
-                values += vals
+            values = plot_bands(ax, group, methodcaller("series", key), color_of=_color, label_of=_label, linestyle_of=_style)
             if log:
                 set_auto_log(ax, values)
             ax.set_xlabel("epoch")
@@ -83,7 +82,7 @@ def plot(results: Path, out: Path) -> list[Path]:
     fig.legend(handles, labels, loc="outside right center", title="setting, encoder")
     c = runs[0].config.classes
     fig.suptitle(f"Feature normalization vs dimensional collapse (Gaussian data, C = {c}, d = {runs[0].config.dim or 'C-1'})", fontsize=10)
-    return save_figure(fig, out, NAME)
+    return save_figure(fig, out, NAME, details=f"{BAND_TEXT} {describe_runs(runs).text()}")
 
 
 if __name__ == "__main__":

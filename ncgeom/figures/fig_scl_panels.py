@@ -4,7 +4,8 @@ Supervised contrastive learning on the Gaussian latent-class data, one curve per
 sweep (the paper's {0, 2, 5, 10, 30} where swept; beta = 0 is SCL), sphere normalization: (a) sorted class-mean spectrum normalized by its largest value,
 log axis, at the last epoch; (b)-(e) the NC conditions unit_norm, zero_sum, equal_inner_product and
 within_class (docs/theory.md, section 8; 0 at neural collapse) vs epoch; (f) NCC accuracy vs epoch
-(test set when the encoder has one, else the training set).
+(test set when the encoder has one, else the training set). Each curve is the mean over the seeds of
+one grid point with a min-max band; the caption states the scale, the seeds and what differs between curves.
 Bears on claim 1 of docs/theory.md, section 9 (SCL/HSCL reach NC whatever beta), i.e. on Theorem 2 in
 training. Reads the claim-1 sweep (else the claim-6 sweep) under ``<results>/sweeps/``.
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ncgeom.figures.panels import training_panels
+from ncgeom.figures.registry import Rendered
 from ncgeom.figures.style import figure_main
 
 __all__ = ["NAME", "plot"]
@@ -25,7 +27,7 @@ NAME = "fig_scl_panels"
 CLAIM_PREFERENCE = (("1",), ("6",))
 
 
-def plot(results: Path, out: Path) -> list[Path]:
+def plot(results: Path, out: Path) -> Rendered:
     return training_panels(results, out, NAME, settings=("scl", "hscl"), preference=CLAIM_PREFERENCE, plain="SCL", hard="HSCL",
                            what="", prefer_sphere=True)
 

@@ -4,6 +4,8 @@ The six panels follow the authors' figure: (a) sorted class-mean spectrum at one
 by its largest value, on a log axis; (b)-(e) the NC conditions ``unit_norm``, ``zero_sum``,
 ``equal_inner_product``, ``within_class`` vs epoch (docs/theory.md, section 8; 0 at neural collapse);
 (f) nearest-class-mean accuracy vs epoch. One colour per beta (:func:`style.beta_color`).
+Every trajectory (a metric vs epoch, a spectrum) is drawn by :func:`plot_bands`: one line per grid
+point, the mean over its seeds, with a band from the smallest to the largest seed.
 :func:`training_panels` is the whole SCL and UCL figure but for the runs it selects;
 :func:`plot_final_groups` draws a final value vs x per group (mean line, runs as dots).
 """
@@ -11,20 +13,25 @@ by its largest value, on a log axis; (b)-(e) the NC conditions ``unit_norm``, ``
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 from matplotlib.ticker import MaxNLocator, NullFormatter, NullLocator, ScalarFormatter
 
 from ncgeom.experiments.records import SavedRun
+from ncgeom.figures.registry import Rendered
 from ncgeom.figures.runs import (
+    BAND_TEXT,
     MissingResults,
     accuracy_kind,
     accuracy_series,
+    describe_runs,
     dominant_group,
     first_claim_with_runs,
+    group_by_point,
     run_beta,
+    seed_band,
 )
 from ncgeom.figures.style import beta_color, new_figure, no_data, save_figure
 
@@ -34,6 +41,8 @@ __all__ = [
     "METRIC_LABELS",
     "set_auto_log",
     "beta_axis",
+    "plot_bands",
+    "normalized_spectrum",
     "plot_metric",
     "plot_accuracy",
     "plot_spectrum",
@@ -102,18 +111,42 @@ def _beta_label(beta: float, plain: str, hard: str) -> str:
     return f"{plain} (β = 0)" if beta == 0 else f"{hard} β = {beta:g}"
 
 
-def plot_metric(ax, runs: Sequence[SavedRun], key: str, *, plain: str = "SCL", hard: str = "HSCL", label_runs: bool = True) -> bool:
-    """One NC metric vs epoch, one line per run coloured by beta; False if no run holds ``key``."""
-    seen, everything = set(), []
-    for run in sorted(runs, key=run_beta):
-        epochs, values = run.series(key)
-        if not values:
+def plot_bands(ax, runs: Sequence[SavedRun], series_of: Callable[[SavedRun], tuple[Sequence[float], Sequence[float]]], *,
+               color_of: Callable[[SavedRun], str], label_of: Callable[[SavedRun], str | None],
+               linestyle_of: Callable[[SavedRun], str] | None = None, marker: str | None = None) -> list[float]:
+    """One line per grid point: the mean over its seeds of ``series_of(run)`` at each x, with a min-max band.
+
+    The runs are grouped by :func:`~ncgeom.figures.runs.group_by_point` (config without the seed) and each
+    group is summarized by :func:`~ncgeom.figures.runs.seed_band`; a group's colour, label and line style
+    are those of its first run (a label already drawn on ``ax`` is not repeated). Returns every value drawn
+    (means and band edges), for the choice of a log axis; empty when no run has a value.
+    """
+    seen = set(ax.get_legend_handles_labels()[1])
+    drawn: list[float] = []
+    for group in group_by_point(runs):
+        band = seed_band([series_of(run) for run in group])
+        if not band.x.size:
             continue
-        beta = run_beta(run)
-        label = _beta_label(beta, plain, hard) if label_runs and beta not in seen else None
-        seen.add(beta)
-        ax.plot(epochs, values, color=beta_color(beta), label=label)
-        everything += values
+        first = group[0]
+        color, label = color_of(first), label_of(first)
+        ls = linestyle_of(first) if linestyle_of else "-"
+        ax.plot(band.x, band.mean, color=color, ls=ls, marker=marker, ms=2.5, label=None if label in seen else label)
+        seen.add(label)
+        if (band.hi > band.lo).any():  # one seed, or seeds that agree: no band to draw
+            ax.fill_between(band.x, band.lo, band.hi, color=color, alpha=0.18, lw=0)
+        drawn += [*band.mean.tolist(), *band.lo.tolist(), *band.hi.tolist()]
+    return drawn
+
+
+def _by_beta(runs: Sequence[SavedRun]) -> list[SavedRun]:
+    return sorted(runs, key=run_beta)
+
+
+def plot_metric(ax, runs: Sequence[SavedRun], key: str, *, plain: str = "SCL", hard: str = "HSCL", label_runs: bool = True) -> bool:
+    """One NC metric vs epoch, one line per grid point (mean over seeds, min-max band) coloured by beta;
+    False if no run holds ``key``."""
+    everything = plot_bands(ax, _by_beta(runs), lambda run: run.series(key), color_of=lambda run: beta_color(run_beta(run)),
+                            label_of=lambda run: _beta_label(run_beta(run), plain, hard) if label_runs else None)
     if not everything:
         no_data(ax, f"no '{key}' in the histories")
         return False
@@ -124,17 +157,10 @@ def plot_metric(ax, runs: Sequence[SavedRun], key: str, *, plain: str = "SCL", h
 
 
 def plot_accuracy(ax, runs: Sequence[SavedRun], *, plain: str = "SCL", hard: str = "HSCL") -> bool:
-    """NCC test accuracy vs epoch, one line per run coloured by beta."""
-    seen, any_data = set(), False
-    for run in sorted(runs, key=run_beta):
-        epochs, values = accuracy_series(run)
-        if not values:
-            continue
-        beta = run_beta(run)
-        ax.plot(epochs, values, color=beta_color(beta), label=None if beta in seen else _beta_label(beta, plain, hard))
-        seen.add(beta)
-        any_data = True
-    if not any_data:
+    """NCC test accuracy vs epoch, one line per grid point (mean over seeds, min-max band) coloured by beta."""
+    drawn = plot_bands(ax, _by_beta(runs), accuracy_series, color_of=lambda run: beta_color(run_beta(run)),
+                       label_of=lambda run: _beta_label(run_beta(run), plain, hard))
+    if not drawn:
         no_data(ax, "no NCC accuracy in the histories")
         return False
     ax.set_xlabel("epoch")
@@ -143,30 +169,33 @@ def plot_accuracy(ax, runs: Sequence[SavedRun], *, plain: str = "SCL", hard: str
     return True
 
 
+_SPECTRUM_FLOOR = 1e-12  # the smallest normalized eigenvalue drawn on the log axis
+
+
+def normalized_spectrum(run: SavedRun, epoch: float | None = None) -> tuple[list[float], list[float]]:
+    """(index 1..n, sorted class-mean spectrum divided by its largest value, floored at 1e-12) at ``epoch``
+    (None: the last evaluated epoch); empty lists when the run has no spectrum."""
+    spectrum = run.at_epoch("spectrum", epoch)
+    if not spectrum:
+        return [], []
+    s = np.sort(np.abs(np.asarray(spectrum, dtype=float)))[::-1]
+    s = s / s[0] if s[0] > 0 else s
+    return [float(i) for i in range(1, len(s) + 1)], np.maximum(s, _SPECTRUM_FLOOR).tolist()
+
+
 def plot_spectrum(ax, runs: Sequence[SavedRun], *, epoch: float | None = None, plain: str = "SCL", hard: str = "HSCL", color_of=None, label_of=None, linestyle_of=None) -> bool:
-    """Sorted normalized class-mean spectrum (log axis) at ``epoch`` (None: last), one line per run."""
-    seen, any_data = set(), False
-    floor = 1e-12
-    for run in sorted(runs, key=run_beta):
-        spectrum = run.at_epoch("spectrum", epoch)
-        if not spectrum:
-            continue
-        s = np.sort(np.abs(np.asarray(spectrum, dtype=float)))[::-1]
-        s = s / s[0] if s[0] > 0 else s
-        s = np.maximum(s, floor)
-        beta = run_beta(run)
-        color = color_of(run) if color_of else beta_color(beta)
-        label = label_of(run) if label_of else _beta_label(beta, plain, hard)
-        ax.plot(np.arange(1, len(s) + 1), s, color=color, marker="o", ms=2.5, ls=linestyle_of(run) if linestyle_of else "-", label=None if label in seen else label)
-        seen.add(label)
-        any_data = True
-    if not any_data:
+    """Sorted normalized class-mean spectrum (log axis) at ``epoch`` (None: last), one line per grid point
+    (mean over seeds of the sorted normalized spectra, min-max band)."""
+    drawn = plot_bands(ax, _by_beta(runs), lambda run: normalized_spectrum(run, epoch),
+                       color_of=color_of or (lambda run: beta_color(run_beta(run))),
+                       label_of=label_of or (lambda run: _beta_label(run_beta(run), plain, hard)),
+                       linestyle_of=linestyle_of, marker="o")
+    if not drawn:
         no_data(ax, "no spectrum in the histories")
         return False
     ax.set_yscale("log")
-    lows = [line.get_ydata().min() for line in ax.get_lines() if len(line.get_ydata())]
-    if lows:  # at least one decade shown, so a flat (NC) spectrum looks flat and tick labels stay plain
-        ax.set_ylim(min(10 ** math.floor(math.log10(max(min(lows), 1e-12))), 0.1), 1.6)
+    # at least one decade shown, so a flat (NC) spectrum looks flat and tick labels stay plain
+    ax.set_ylim(min(10 ** math.floor(math.log10(max(min(drawn), _SPECTRUM_FLOOR))), 0.1), 1.6)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("index (sorted)")
     ax.set_ylabel("normalized eigenvalue")
@@ -220,7 +249,7 @@ def plot_final_groups(ax, groups: dict, colors: dict, *, linestyle=None) -> list
 
 
 def training_panels(results: Path, out: Path, name: str, *, settings: tuple[str, str], preference, plain: str,
-                    hard: str, what: str, prefer_sphere: bool = False) -> list[Path]:
+                    hard: str, what: str, prefer_sphere: bool = False) -> Rendered:
     """The six-panel training-dynamics figure of the Gaussian-data runs of ``settings`` (plain, hard).
 
     Runs: the first claim sweep of ``preference`` (a sequence of claim groups) holding random-init,
@@ -235,6 +264,8 @@ def training_panels(results: Path, out: Path, name: str, *, settings: tuple[str,
         runs = [r for r in runs if r.config.norm == "sphere"]
     runs = dominant_group(runs)
     c = runs[0].config
+    about = describe_runs(runs)
     fig = six_panels(runs, plain=plain, hard=hard,
-                     title=f"{plain} / {hard}{what}, Gaussian data, C = {c.classes}, normalization = {c.norm} ({len(runs)} runs)")
-    return save_figure(fig, out, name)
+                     title=f"{plain} / {hard}{what}, Gaussian data, C = {c.classes}, normalization = {c.norm} "
+                           f"({about.scale or 'scale not recorded'}; {about.points} grid points, {len(runs)} runs)")
+    return save_figure(fig, out, name, details=f"{BAND_TEXT} {about.text()}")

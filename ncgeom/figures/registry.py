@@ -1,16 +1,19 @@
 """The figure registry: every figure of the reproduction, its module, caption and what it bears on.
 
 Each entry names a module ``ncgeom.figures.<name>`` exposing ``plot(results: Path, out: Path) ->
-list[Path]`` (and a ``__main__`` taking ``--results DIR --out DIR``); the pipeline renders them after
-the data stages and the report shows each PNG with its caption. ``claims`` are the claim numbers of
+Rendered`` (and a ``__main__`` taking ``--results DIR --out DIR``); the pipeline renders them after
+the data stages and the report shows each PNG with its caption: the static :attr:`FigureSpec.caption`
+followed by the sentences computed from the data drawn (:attr:`Rendered.details`: the scale, the seeds
+per grid point and every hyperparameter that differs between the curves). ``claims`` are the claim numbers of
 docs/theory.md, section 9; ``statements`` the docs/theory.md statements the figure shows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-__all__ = ["FigureSpec", "FIGURES", "figure_names", "get_figure"]
+__all__ = ["FigureSpec", "Rendered", "FIGURES", "figure_names", "get_figure"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,24 @@ class FigureSpec:
     claims: tuple[str, ...] = ()
     statements: tuple[str, ...] = ()
     data: tuple[str, ...] = ("sweeps",)
+
+    def full_caption(self, details: str = "") -> str:
+        """The caption shown with a drawing: the static text, then the ``details`` computed from the data
+        drawn (:attr:`Rendered.details`: scale, seeds, the hyperparameters that differ between curves)."""
+        return f"{self.caption} {details}".strip()
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What drawing one figure produced (the return value of every figure module's ``plot``).
+
+    files : tuple[Path, ...]  the image files written (PNG, PDF ...)
+    details : str             the computed part of the caption (:func:`ncgeom.figures.runs.describe_runs`
+                              for the run-based figures, the reproduction's scale for the theory figures)
+    """
+
+    files: tuple[Path, ...]
+    details: str
 
 
 FIGURES: tuple[FigureSpec, ...] = (

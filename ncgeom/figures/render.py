@@ -1,5 +1,9 @@
 """Render the registered figures from saved results: each figure module's ``plot(results, out)``.
 
+Each figure's entry of ``<out>/status.json`` holds its caption: the registered one followed by what the
+module computed from the data it drew (scale, seeds per grid point, the hyperparameters that differ
+between curves); report.md and the gallery show that text.
+
 A figure module reads only saved results; when the results it needs are absent it raises
 :class:`ncgeom.figures.runs.MissingResults` and the figure is reported as ``"no data"`` (not as a failure
 of the pipeline). Any other exception marks that figure ``"failed"``; the others still render.
@@ -14,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ncgeom.atomic_io import atomic_write_json
-from ncgeom.figures.registry import FIGURES, get_figure
+from ncgeom.figures.registry import FIGURES, Rendered, get_figure
 from ncgeom.figures.runs import MissingResults
 
 __all__ = ["figure_module", "render_figure", "render_all"]
@@ -26,23 +30,31 @@ def figure_module(name: str) -> ModuleType:
 
 
 def render_figure(name: str, results: Path, out: Path, *, formats: tuple[str, ...] = ("png", "pdf")) -> dict:
-    """Render one figure; return ``{"status": "done"|"no data"|"failed", "files": [...], "error": ...}``."""
+    """Render one figure; return ``{"status": "done"|"no data"|"failed", "files": [...], "error": ...,
+    "caption": ...}``.
+
+    ``caption`` is the text shown with the figure (report.md, the gallery): the registered caption followed,
+    when the figure was drawn, by the sentences computed from the data drawn (:attr:`Rendered.details`).
+    """
+    spec = get_figure(name)
     module = figure_module(name)
     from ncgeom.figures.style import image_formats  # matplotlib: imported with the first figure
 
     try:
         with image_formats(formats):
-            files = module.plot(Path(results), Path(out))
+            rendered: Rendered = module.plot(Path(results), Path(out))
     except MissingResults as exc:
-        return {"status": "no data", "files": [], "error": " ".join(str(exc).split())}
+        return {"status": "no data", "files": [], "error": " ".join(str(exc).split()), "caption": spec.full_caption()}
     except Exception as exc:
         return {
             "status": "failed",
             "files": [],
             "error": f"{exc.__class__.__name__}: {' '.join(str(exc).split())}"[:400],
             "traceback": traceback.format_exc()[-3000:],
+            "caption": spec.full_caption(),
         }
-    return {"status": "done", "files": [Path(f).name for f in files], "error": ""}
+    return {"status": "done", "files": [Path(f).name for f in rendered.files], "error": "",
+            "caption": spec.full_caption(rendered.details)}
 
 
 def render_all(results: Path, out: Path, *, formats: tuple[str, ...] = ("png", "pdf"),

@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.rcsetup import cycler  # noqa: E402  (the object matplotlib.cycler re-exports; typed here)
 
 from ncgeom.atomic_io import atomic_write_bytes  # noqa: E402
+from ncgeom.figures.registry import Rendered  # noqa: E402
 from ncgeom.figures.runs import MissingResults  # noqa: E402
 from ncgeom.validate import require_choice  # noqa: E402
 from ncgeom.vocabulary import SETTINGS  # noqa: E402
@@ -124,9 +125,10 @@ def image_formats(formats: Sequence[str]):
         _FORMATS.pop()
 
 
-def save_figure(fig, out_dir: str | Path, name: str, *, formats: Sequence[str] | None = None) -> list[Path]:
+def save_figure(fig, out_dir: str | Path, name: str, *, details: str, formats: Sequence[str] | None = None) -> Rendered:
     """Write ``<out_dir>/<name>.<fmt>`` for each format (default PNG and PDF, or those of
-    :func:`image_formats`) atomically, close the figure, return the paths."""
+    :func:`image_formats`) atomically, close the figure; return the paths with ``details``, the computed
+    part of the caption (:class:`~ncgeom.figures.registry.Rendered`)."""
     out_dir = Path(out_dir)
     formats = _FORMATS[-1] if formats is None else tuple(formats)
     paths = []
@@ -135,7 +137,7 @@ def save_figure(fig, out_dir: str | Path, name: str, *, formats: Sequence[str] |
         fig.savefig(buf, format=fmt, dpi=DPI)
         paths.append(atomic_write_bytes(out_dir / f"{name}.{fmt}", buf.getvalue()))
     plt.close(fig)
-    return paths
+    return Rendered(tuple(paths), details)
 
 
 def no_data(ax, message: str) -> None:
@@ -146,10 +148,11 @@ def no_data(ax, message: str) -> None:
     ax.grid(False)
 
 
-def figure_main(plot: Callable[[Path, Path], list[Path]], doc: str | None, argv: Sequence[str] | None = None) -> int:
+def figure_main(plot: Callable[[Path, Path], Rendered], doc: str | None, argv: Sequence[str] | None = None) -> int:
     """Command line of a figure module: ``python -m ncgeom.figures.fig_x --results DIR --out DIR``.
 
-    Returns 0 on success, 2 on bad input or missing results (one-line message on stderr).
+    Prints the files written, then the computed part of the caption. Returns 0 on success, 2 on bad input
+    or missing results (one-line message on stderr).
     """
     summary = (doc or "").strip().splitlines()[0] if doc else None
     parser = argparse.ArgumentParser(description=summary)
@@ -163,10 +166,11 @@ def figure_main(plot: Callable[[Path, Path], list[Path]], doc: str | None, argv:
         print(f"{parser.prog}: error: --results {args.results} is not a directory", file=sys.stderr)
         return 2
     try:
-        paths = plot(args.results, args.out)
+        rendered = plot(args.results, args.out)
     except MissingResults as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
-    for path in paths:
+    for path in rendered.files:
         print(path)
+    print(rendered.details)
     return 0

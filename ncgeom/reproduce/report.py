@@ -141,7 +141,7 @@ def render_report(out: str | Path) -> str:
         if spec.statements:
             bears.append(", ".join(spec.statements))
         pdf = f" PDF: `figures/{spec.name}.pdf`." if (out / "figures" / f"{spec.name}.pdf").exists() else ""
-        lines.append(f"{spec.caption} *Bears on:* {'; '.join(bears)}.{pdf}")
+        lines.append(f"{st.get('caption', spec.caption)} *Bears on:* {'; '.join(bears)}.{pdf}")
         lines.append("")
     return "\n".join(lines) + "\n"
 
@@ -181,12 +181,15 @@ def write_gallery(results: str | Path, dest: str | Path) -> Path:
         f"{prov.get('time_utc')}); the full report with the verdict tables is the run's report.md.",
         "",
     ]
+    status_file = results / "figures" / "status.json"
+    status = read_json(status_file) if status_file.is_file() else {}
     for spec in FIGURES:
         png = results / "figures" / f"{spec.name}.png"
         if not png.exists():
             continue
         atomic_write_bytes(dest / png.name, _small_png(png.read_bytes()))
-        lines += [f"## {spec.title}", "", f"![{spec.title}]({png.name})", "", spec.caption, ""]
+        caption = status.get(spec.name, {}).get("caption", spec.caption)  # status.json: figures.render writes it
+        lines += [f"## {spec.title}", "", f"![{spec.title}]({png.name})", "", caption, ""]
     return atomic_write_text(dest / "index.md", "\n".join(lines))
 
 
