@@ -12,54 +12,33 @@ Usage: python benchmarks/bench_batches.py [--rounds 7] [--epochs 100]
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import statistics
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ncgeom.data import class_balanced_batches, class_balanced_counts
-from ncgeom.labels import integer_labels
-from ncgeom.validate import require_int
+from ncgeom.data import class_balanced_batches
 
 SHAPES = [(10, 500, 128), (100, 2000, 512), (10, 1258, 128)]  # (C, N, B): claim 6 quick, bench (b), digits
 
 
-def _reference_class_balanced_batches(
-    labels, batch_size: int, *, num_batches: int, rng: np.random.Generator
-) -> np.ndarray:
-    """The implementation before the vectorized one, verbatim (a loop with np.isin on every refill)."""
-    y = integer_labels(labels)  # integers (or strings mapped to ids); never lossy floats
-    if y.size == 0:
-        raise ValueError(f"labels must have shape [N] with N >= 1, got {y.shape}")
-    b = require_int("batch_size", batch_size, min_value=2, max_value=y.size)
-    steps = require_int("num_batches", num_batches, min_value=0)
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError("rng must be a numpy.random.Generator")
-    classes = np.unique(y)
-    members = [np.flatnonzero(y == c) for c in classes]
-    counts = class_balanced_counts(classes.size, b)
-    smallest = min(m.size for m in members)
-    if counts[0] > smallest:
-        raise ValueError(
-            f"batch_size {b} needs {counts[0]} samples of each class but the smallest class has {smallest}"
-        )
-    streams = [np.empty(0, dtype=np.int64) for _ in members]
-    out = np.empty((steps, b), dtype=np.int64)
-    for s in range(steps):
-        chosen = rng.permutation(classes.size)[: counts.size]
-        pos = 0
-        for k, ci in enumerate(chosen):
-            need = counts[k]
-            if streams[ci].size < need:  # refill; leftovers first, never a duplicate within a batch
-                fresh = members[ci][rng.permutation(members[ci].size)]
-                streams[ci] = np.concatenate([streams[ci], fresh[~np.isin(fresh, streams[ci])]])
-            out[s, pos : pos + need] = streams[ci][:need]
-            streams[ci] = streams[ci][need:]
-            pos += need
-    return out
+def _load_reference():
+    """The implementation before the vectorized one, verbatim: kept once, in tests/test_data.py (the
+    equality test compares against it), and loaded from there by path."""
+    path = Path(__file__).resolve().parent.parent / "tests" / "test_data.py"
+    spec = importlib.util.spec_from_file_location("_ncgeom_test_data", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module._reference_class_balanced_batches
+
+
+_reference_class_balanced_batches = _load_reference()
 
 
 def _one_run(sampler, y: np.ndarray, batch: int, epochs: int) -> tuple[float, list[np.ndarray], Mapping[str, Any]]:

@@ -295,6 +295,23 @@ def check_harris(*, rng: np.random.Generator, num_trials: int = 50, n: int = 3, 
     )
 
 
+def _tilt_gaps(num_trials, num_negatives, rng, *, make_model, psi, make_tilt):
+    """(gaps, first witness) of L_tilted - L_plain for the plain settings over ``num_trials`` draws of a model,
+    a psi (``psi`` or a random non-decreasing one) and a tilt (``make_tilt()``: the ``eta`` or ``joint_eta``
+    keyword of :func:`model_loss`); the witness is the first negative gap, None if there is none."""
+    gaps, witness = [], None
+    for trial in range(num_trials):
+        mdl = make_model()
+        ps = functools.cache(psi or random_monotone_psi(rng=rng))  # plain and tilted losses share the t-tuples
+        tilt = make_tilt()
+        for setting in (s for s in SETTINGS if not is_hard(s)):  # the tilt is passed separately
+            gap = model_loss(mdl, setting, ps, num_negatives=num_negatives, **tilt) - model_loss(mdl, setting, ps, num_negatives=num_negatives)
+            gaps.append(gap)
+            if gap < 0 and witness is None:
+                witness = {"trial": trial, "setting": setting, "gap": str(gap), "labels": list(mdl.labels), "gram": [[str(x) for x in row] for row in mdl.gram]}
+    return gaps, witness
+
+
 @timed
 def check_tilted_bound(*, rng: np.random.Generator, num_trials: int = 10, num_negatives: int = 2, model: FiniteModel | Callable | None = None, psi: Callable | None = None, eta: Callable | None = None) -> CheckResult:
     """L_HSCL >= L_SCL and L_HUCL >= L_UCL exactly on random (or given) finite models, psi and eta.
@@ -302,16 +319,10 @@ def check_tilted_bound(*, rng: np.random.Generator, num_trials: int = 10, num_ne
     Defaults: :func:`random_model`, :func:`random_monotone_psi`, :func:`random_monotone_eta`, each drawn
     per trial from ``rng``. Pass fixed ``psi``/``eta`` (rational-valued) to test other hypotheses.
     """
-    gaps, witness = [], None
-    for trial in range(num_trials):
-        mdl = model(rng) if callable(model) else (model or random_model(rng=rng))
-        ps = functools.cache(psi or random_monotone_psi(rng=rng))  # plain and tilted losses share the t-tuples
-        et = eta or random_monotone_eta(rng=rng)
-        for setting in (s for s in SETTINGS if not is_hard(s)):  # the tilt is eta, passed separately
-            gap = model_loss(mdl, setting, ps, num_negatives=num_negatives, eta=et) - model_loss(mdl, setting, ps, num_negatives=num_negatives)
-            gaps.append(gap)
-            if gap < 0 and witness is None:
-                witness = {"trial": trial, "setting": setting, "gap": str(gap), "labels": list(mdl.labels), "gram": [[str(x) for x in row] for row in mdl.gram]}
+    gaps, witness = _tilt_gaps(
+        num_trials, num_negatives, rng,
+        make_model=lambda: model(rng) if callable(model) else (model or random_model(rng=rng)),
+        psi=psi, make_tilt=lambda: {"eta": eta or random_monotone_eta(rng=rng)})
     return CheckResult(
         name="tilted_vs_plain",
         statement=r"\psi\uparrow,\ \eta\uparrow\ge0:\ L_{\mathrm{HSCL}}(f)\ge L_{\mathrm{SCL}}(f),\ L_{\mathrm{HUCL}}(f)\ge L_{\mathrm{UCL}}(f)",
@@ -394,16 +405,10 @@ def check_joint_tilted_bound(*, rng: np.random.Generator, num_trials: int = 10, 
     :func:`random_monotone_psi` and :func:`random_monotone_joint_eta` (a non-product eta). A decreasing
     ``joint_eta`` breaks the hypothesis, and the check must then report ``fail``.
     """
-    gaps, witness = [], None
-    for trial in range(num_trials):
-        mdl = model(rng) if callable(model) else (model or random_model(rng=rng, weighted=True))
-        ps = functools.cache(psi or random_monotone_psi(rng=rng))  # plain and tilted losses share the t-tuples
-        et = joint_eta or random_monotone_joint_eta(num_negatives, rng=rng)
-        for setting in (s for s in SETTINGS if not is_hard(s)):  # the tilt is joint_eta, passed separately
-            gap = model_loss(mdl, setting, ps, num_negatives=num_negatives, joint_eta=et) - model_loss(mdl, setting, ps, num_negatives=num_negatives)
-            gaps.append(gap)
-            if gap < 0 and witness is None:
-                witness = {"trial": trial, "setting": setting, "gap": str(gap), "labels": list(mdl.labels), "gram": [[str(x) for x in row] for row in mdl.gram]}
+    gaps, witness = _tilt_gaps(
+        num_trials, num_negatives, rng,
+        make_model=lambda: model(rng) if callable(model) else (model or random_model(rng=rng, weighted=True)),
+        psi=psi, make_tilt=lambda: {"joint_eta": joint_eta or random_monotone_joint_eta(num_negatives, rng=rng)})
     return CheckResult(
         name="tilted_vs_plain_joint_eta",
         statement=r"\psi\uparrow,\ \eta:\mathbb R^k\to[0,\infty)\ \uparrow\text{ in each }S_i:\ q(S_1..S_k)\propto\eta(S)\textstyle\prod_i\nu(S_i)\ \Rightarrow\ L_{\mathrm{HSCL}}\ge L_{\mathrm{SCL}},\ L_{\mathrm{HUCL}}\ge L_{\mathrm{UCL}}",

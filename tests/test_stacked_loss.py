@@ -119,6 +119,19 @@ def test_gradcheck_through_the_weights():
     assert torch.autograd.gradcheck(f, (z,))
 
 
+def _assert_each_run_as_alone(z, labels, supervised, b, tau, *, width):
+    """Values and gradients of every run of the stack equal those of the run alone, bit for bit (``width``: a
+    band width that does not depend on the stack-mates, e.g. the batch size), with and without detached weights."""
+    for detach in (True, False):
+        values, grads = _stacked(z, labels, supervised, b, tau, k=1, detach=detach, band_width=width)
+        for r in range(z.shape[0]):
+            s = slice(r, r + 1)
+            alone_v, alone_g = _stacked(z[s], labels[s], supervised[s], b[s], tau[s], k=1, detach=detach,
+                                        band_width=width)
+            torch.testing.assert_close(values[s], alone_v, rtol=0, atol=0)
+            torch.testing.assert_close(grads[s], alone_g, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize(("size", "tile"), TILINGS)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_run_is_bitwise_independent_of_its_stack(monkeypatch, size, tile, dtype):
@@ -127,15 +140,7 @@ def test_run_is_bitwise_independent_of_its_stack(monkeypatch, size, tile, dtype)
     monkeypatch.setattr(stacked_loss, "TILE_ENTRIES", tile)
     z, labels, supervised, b, tau = _stack(RUNS, size=size)
     z = z.to(dtype)
-    width = z.shape[1]  # a band width that does not depend on the stack-mates (their largest class)
-    for detach in (True, False):
-        values, grads = _stacked(z, labels, supervised, b, tau, k=1, detach=detach, band_width=width)
-        for r in range(len(RUNS)):
-            s = slice(r, r + 1)
-            alone_v, alone_g = _stacked(z[s], labels[s], supervised[s], b[s], tau[s], k=1, detach=detach,
-                                        band_width=width)
-            torch.testing.assert_close(values[s], alone_v, rtol=0, atol=0)
-            torch.testing.assert_close(grads[s], alone_g, rtol=0, atol=0)
+    _assert_each_run_as_alone(z, labels, supervised, b, tau, width=z.shape[1])
 
 
 def test_batch_without_pairs_gives_an_attached_zero():
@@ -171,12 +176,4 @@ def test_float32_runs_with_odd_batches_are_bitwise_independent(size):
     sigmoid values fall in the scalar tail when it is alone and not inside the stack."""
     runs = RUNS * 3
     z, labels, supervised, b, tau = _stack(runs, size=size, seed=2, classes=3)
-    z = z.to(torch.float32)
-    for detach in (True, False):
-        values, grads = _stacked(z, labels, supervised, b, tau, k=1, detach=detach, band_width=size)
-        for r in range(len(runs)):
-            s = slice(r, r + 1)
-            alone_v, alone_g = _stacked(z[s], labels[s], supervised[s], b[s], tau[s], k=1, detach=detach,
-                                        band_width=size)
-            torch.testing.assert_close(values[s], alone_v, rtol=0, atol=0)
-            torch.testing.assert_close(grads[s], alone_g, rtol=0, atol=0)
+    _assert_each_run_as_alone(z.to(torch.float32), labels, supervised, b, tau, width=size)
