@@ -8,7 +8,6 @@ quantile. The real sweeps run in the slow test and in docs/results.md.
 """
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -299,11 +298,9 @@ def test_claim_record_round_trip_and_strict_keys():
 
 
 @pytest.mark.slow
-def test_quick_scale_claim_sweeps_under_five_minutes(tmp_path):
-    start = time.perf_counter()
+def test_quick_scale_claim_sweeps_decide_every_claim_on_three_seeds(tmp_path):
+    # no wall-time bound here (a shared machine's timing is no test): BENCHMARKS.md and the README time it
     results = run_claims(tmp_path, scale="quick", workers=2)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 300, elapsed
     assert [r.claim for r in results] == list(CLAIMS)
     assert all(r.n_seeds is not None and r.n_seeds >= 3 for r in results)
 
