@@ -34,6 +34,7 @@ from ncgeom.figures.runs import (
 )
 from ncgeom.reproduce.theory_data import harris_gaps, nc_value_curves
 from ncgeom.vocabulary import effective_beta
+from proofs_check.ablations.dimension import dimension_table
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -112,6 +113,7 @@ def write_synthetic_results(root: Path, rng: np.random.Generator) -> Path:
     curves = {f"C4_d{d}": {"betas": betas, "min_eigenvalue": [0.04 - 0.04 * b / loc for b in betas]} for d, loc in ((3, 1.285), (4, 0.877))}
     batch = [{"num_classes": 4, "dim": 3, "batch_size": 64, "batch_local": {"beta": 1.2}, "detached_flow": {"beta": None}, "switch": {"bracket": [1.1, 1.1]}}]
     atomic_write_json(theory / "hucl_thresholds.json", {"rows": thresholds, "curves": curves, "batch": batch})
+    atomic_write_json(theory / "ablation_dimension.json", dimension_table(quick=True))
     return root
 
 

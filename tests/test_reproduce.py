@@ -56,7 +56,7 @@ def test_tiny_reproduction_end_to_end(tiny_run):
         assert f"![{spec.title}](figures/{spec.name}.png)" in report
         assert spec.caption[:60] in report
     assert "## Verification (proofs_check)" in report and "| pass |" in report
-    for name in ("nc_values", "harris_gap", "certificates", "hucl_exploration", "hucl_thresholds"):
+    for name in ("nc_values", "harris_gap", "certificates", "hucl_exploration", "hucl_thresholds", "ablation_dimension"):
         assert (out / "theory" / f"{name}.json").exists()
     assert read_json(out / "theory" / "harris_gap.json")["holds"] is True
     # the report cites the theory in the repository and prints no path of this machine

@@ -19,6 +19,12 @@ The JSON output is one object: ``{"checks": [{"name", "statement", "method", "st
 "seconds", "source", "evidence"}, ...], "passed": bool, "quick", "seconds", "counts", "evidence_counts",
 "modules", "provenance"}`` (``evidence_counts``: passes per kind of evidence); non-finite numbers are
 written as null.
+
+``ncgeom verify --ablations`` runs the hypothesis-ablation registry instead (:mod:`proofs_check.ablations`,
+docs/verify.md, "Ablations"): quick variants by default, the full ones with ``--full``; a table, or with
+``--json`` one object ``{"ablations": [record, ...], "errors": [...]}`` (records:
+:meth:`proofs_check.ablations.AblationResult.to_dict`). An ablation whose conclusion "fails" is a result;
+the exit code is 1 only if a case module is missing or raised (listed in ``errors``).
 """
 
 from __future__ import annotations
@@ -27,9 +33,10 @@ import argparse
 import sys
 
 from ncgeom.atomic_io import dumps_json
+from proofs_check.ablations import CASES, run_ablations
 from proofs_check.report import CHECK_MODULES, evidence_summary, key_numbers, run_all
 
-__all__ = ["register", "run", "format_table"]
+__all__ = ["register", "run", "format_table", "format_ablations"]
 
 
 def register(subparsers) -> None:
@@ -43,6 +50,9 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--only", default=None, metavar="MODULES",
                    help=f"comma-separated subset of: {', '.join(CHECK_MODULES)}")
+    p.add_argument("--ablations", action="store_true",
+                   help=f"run the hypothesis ablations ({', '.join(CASES)}) instead of the checks")
+    p.add_argument("--full", action="store_true", help="with --ablations: the full variants (default: quick)")
     p.set_defaults(func=run)
 
 
@@ -69,8 +79,45 @@ def format_table(report) -> str:
     return "\n".join(lines)
 
 
+def format_ablations(records, errors: list[str]) -> str:
+    """The ablations as a fixed-width table (theorem, hypothesis, violation, result, gap, evidence, time), then
+    one line counting the results and one line per case that could not run."""
+    rows = [("theorem", "hypothesis", "violation", "result", "gap", "evidence", "time")]
+    for r in records:
+        rows.append((r.theorem, _shorten(r.hypothesis, 56), _shorten(r.violation, 56), r.result,
+                     "-" if r.gap is None else f"{r.gap:.6g}", r.evidence, f"{r.seconds:.2f}s"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    fails = sum(r.result == "fails" for r in records)
+    lines.append(f"\n{len(records)} ablations: {fails} fails, {len(records) - fails} holds")
+    lines += [f"ERROR: {e}" for e in errors]
+    return "\n".join(lines)
+
+
+def _run_ablations(args: argparse.Namespace) -> int:
+    errors: list[str] = []
+
+    def on_error(case: str, exc: BaseException) -> None:
+        errors.append(f"proofs_check.ablations.{case}: {exc!r}")
+
+    records = run_ablations(quick=not args.full, on_error=on_error)
+    if args.json:
+        print(dumps_json({"ablations": [r.to_dict() for r in records], "errors": errors}, indent=None))
+    else:
+        print(format_ablations(records, errors))
+    return 1 if errors else 0
+
+
 def run(args: argparse.Namespace) -> int:
-    """Handler: run the checks, print the table or JSON; 0 iff no check failed."""
+    """Handler: run the checks (or, with --ablations, the ablations), print the table or JSON; 0 iff no check
+    failed (no ablation case raised)."""
+    if args.full and not args.ablations:
+        raise ValueError("--full applies to --ablations only (the checks take --quick)")
+    if args.ablations:
+        if args.only or args.quick:
+            raise ValueError("--ablations takes neither --only nor --quick (quick is its default; --full for the full one)")
+        return _run_ablations(args)
     modules = None
     if args.only:
         modules = tuple(m.strip() for m in args.only.split(",") if m.strip())

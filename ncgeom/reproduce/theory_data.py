@@ -11,6 +11,9 @@
 - ``hucl_thresholds.json``: the HUCL thresholds by dimension, beta_loc(C, d) and beta_sw(C, d), with the
   smallest Hessian eigenvalue at NC vs beta, and the thresholds of the claim-3 batch objective
   (docs/results.md, "HUCL thresholds by dimension"; proofs_check.hucl).
+- ``ablation_dimension.json``: the best configuration of C class means in d < C - 1 dimensions and its gap
+  to the ETF bound, per setting, C and d (docs/results.md, "Below C - 1 dimensions and dependent
+  positives"; proofs_check.ablations.dimension).
 
 Each file is computed only if absent (resumable) and written atomically. Figure scripts read these
 files and never recompute them.
@@ -29,6 +32,7 @@ from ncgeom.population import FiniteLatentModel, population_loss
 from ncgeom.reproduce.scales import ScaleParameters
 from ncgeom.theory import collision_probability, nc_value
 from ncgeom.vocabulary import SETTINGS, PsiName, hard_setting
+from proofs_check.ablations.dimension import dimension_table
 from proofs_check.hucl import check_hucl, check_threshold_table
 from proofs_check.hucl.batch import batch_thresholds
 from proofs_check.hucl.checkers import TAU, claim3_geometry
@@ -46,7 +50,9 @@ __all__ = [
 ]
 
 HUCL_CURVE_BETAS: tuple[float, ...] = tuple(round(0.05 * i, 10) for i in range(61))  # 0..3: every threshold is below 2.4
-THEORY_FILES: tuple[str, ...] = ("nc_values", "harris_gap", "certificates", "hucl_exploration", "hucl_thresholds")
+THEORY_FILES: tuple[str, ...] = (
+    "nc_values", "harris_gap", "certificates", "hucl_exploration", "hucl_thresholds", "ablation_dimension",
+)
 
 
 def nc_value_curves(*, num_classes: int, num_negatives: tuple[int, ...], betas: tuple[float, ...], tau: float = 1.0, psi: PsiName = "infonce") -> dict:
@@ -247,6 +253,7 @@ def compute_all(directory: Path, *, scale: ScaleParameters, verify_results: Path
         "hucl_thresholds": lambda: hucl_thresholds(
             verify_results=verify_results, quick=scale.verify != "full", claim3=claim3(), batch=scale.name != "tiny"
         ),
+        "ablation_dimension": lambda: dimension_table(quick=scale.verify != "full"),
     }
     summary: dict = {"computed": [], "skipped": []}
     failed = []
