@@ -138,6 +138,17 @@ FIGURES: tuple[FigureSpec, ...] = (
         data=("theory",),
     ),
     FigureSpec(
+        "fig_ablation_dimension",
+        "Below C - 1 dimensions: gap to the ETF bound",
+        "Best population loss over collapsed configurations of C unit class means in R^d minus the ETF bound of "
+        "Theorems 2 (SCL, HSCL beta = 5) and 3 (UCL) (infonce, k = 1, tau = 1), vs d, one line per C; d < C - 1 "
+        "violates hypothesis 3 and the gap is positive (the bound is not attained), d = C - 1 is the control (gap 0, "
+        "the ETF). Markers: the spherical code the winner matched up to permutation (o regular C-gon, s "
+        "cross-polytope, ^ triangular bipyramid, P orthogonal sum of lower simplices, D simplex ETF, x none).",
+        statements=("Theorem 2", "Theorem 3"),
+        data=("theory",),
+    ),
+    FigureSpec(
         "fig_nc_values",
         "Loss at neural collapse vs beta",
         "Closed-form population loss at NC (docs/theory.md, section 5) for SCL, HSCL, UCL and HUCL vs beta, "
