@@ -116,3 +116,13 @@ def test_settings_and_psi_names_are_the_vocabulary():
         assert f"`{name}`" in s2, name
     for setting in vocabulary.SETTINGS:
         assert setting.upper() in s3, setting
+
+
+def test_docs_hold_no_control_characters():
+    """A LaTeX backslash eaten by a Python string ("\\beta" -> backspace + "eta", "\\frac" -> form feed) leaves
+    a control character in the Markdown; none is allowed (tabs included)."""
+    bad = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    found = [f"{p.relative_to(ROOT)}:{n}" for p in files
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if bad.search(line)]
+    assert not found, found
