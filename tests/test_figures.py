@@ -114,6 +114,12 @@ def write_synthetic_results(root: Path, rng: np.random.Generator) -> Path:
     batch = [{"num_classes": 4, "dim": 3, "batch_size": 64, "batch_local": {"beta": 1.2}, "detached_flow": {"beta": None}, "switch": {"bracket": [1.1, 1.1]}}]
     atomic_write_json(theory / "hucl_thresholds.json", {"rows": thresholds, "curves": curves, "batch": batch})
     atomic_write_json(theory / "ablation_dimension.json", dimension_table(quick=True))
+    ratios = [1.0, 3.0, 10.0]  # the shape of proofs_check.ablations.imbalance.imbalance_table, synthetic values
+    imbalance = [{"setting": s, "beta": b, "num_classes": 4, "dim": 3, "ratios": ratios, "gap": [0.0, -0.01, -0.05],
+                  "minority_inner": [[-1 / 3, -1 / 3], [0.2, 0.2], [1.0, 1.0]], "merged": [False, False, True],
+                  "merge_bracket": [6.5, 6.6], "merge_ratio_closed_form": 6.54 if b == 0 else None}
+                 for s, b in (("scl", 0.0), ("hscl", 5.0), ("ucl", 0.0))]
+    atomic_write_json(theory / "ablation_imbalance.json", {"curves": imbalance})
     return root
 
 

@@ -149,6 +149,18 @@ FIGURES: tuple[FigureSpec, ...] = (
         data=("theory",),
     ),
     FigureSpec(
+        "fig_ablation_imbalance",
+        "Imbalanced classes: gap to the ETF and minority collapse",
+        "Prior (r, 1, ..., 1)/(r + C - 1), infonce, k = 1, tau = 1, collapsed configurations (class means on the unit "
+        "sphere). Left: best population loss minus the loss at the ETF vs the imbalance ratio r, one line per "
+        "hardness (SCL = beta 0, HSCL beta 1 and 5) and UCL; < 0 for every r > 1 (balanced classes, hypothesis 1 of "
+        "Theorems 2 and 3, is necessary: the ETF is not even a critical point there). Right: the smallest "
+        "minority-minority inner product of the winner (1: the minority classes merged), with the bisected merge "
+        "ratio (o) and the closed-form local one for beta = 0 (x).",
+        statements=("Theorem 2", "Theorem 3"),
+        data=("theory",),
+    ),
+    FigureSpec(
         "fig_nc_values",
         "Loss at neural collapse vs beta",
         "Closed-form population loss at NC (docs/theory.md, section 5) for SCL, HSCL, UCL and HUCL vs beta, "

@@ -14,6 +14,9 @@
 - ``ablation_dimension.json``: the best configuration of C class means in d < C - 1 dimensions and its gap
   to the ETF bound, per setting, C and d (docs/results.md, "Below C - 1 dimensions and dependent
   positives"; proofs_check.ablations.dimension).
+- ``ablation_imbalance.json``: the best collapsed configuration under the prior (r, 1, ..., 1)/(r + C - 1) vs r,
+  its gap to the ETF and the minority-merge ratio (docs/results.md, "Imbalanced classes";
+  proofs_check.ablations.imbalance).
 
 Each file is computed only if absent (resumable) and written atomically. Figure scripts read these
 files and never recompute them.
@@ -33,6 +36,7 @@ from ncgeom.reproduce.scales import ScaleParameters
 from ncgeom.theory import collision_probability, nc_value
 from ncgeom.vocabulary import SETTINGS, PsiName, hard_setting
 from proofs_check.ablations.dimension import dimension_table
+from proofs_check.ablations.imbalance import imbalance_table
 from proofs_check.hucl import check_hucl, check_threshold_table
 from proofs_check.hucl.batch import batch_thresholds
 from proofs_check.hucl.checkers import TAU, claim3_geometry
@@ -52,6 +56,7 @@ __all__ = [
 HUCL_CURVE_BETAS: tuple[float, ...] = tuple(round(0.05 * i, 10) for i in range(61))  # 0..3: every threshold is below 2.4
 THEORY_FILES: tuple[str, ...] = (
     "nc_values", "harris_gap", "certificates", "hucl_exploration", "hucl_thresholds", "ablation_dimension",
+    "ablation_imbalance",
 )
 
 
@@ -254,6 +259,8 @@ def compute_all(directory: Path, *, scale: ScaleParameters, verify_results: Path
             verify_results=verify_results, quick=scale.verify != "full", claim3=claim3(), batch=scale.name != "tiny"
         ),
         "ablation_dimension": lambda: dimension_table(quick=scale.verify != "full"),
+        # 25-40 s even in its quick form: not at the test scale (its figure then says "no data")
+        **({} if scale.name == "tiny" else {"ablation_imbalance": lambda: imbalance_table(quick=scale.verify != "full")}),
     }
     summary: dict = {"computed": [], "skipped": []}
     failed = []
