@@ -33,6 +33,10 @@ def tiny_run(tmp_path_factory):
     return out, code, time.perf_counter() - t0
 
 
+#: Figures whose data the tiny scale does not compute (ncgeom.reproduce.theory_data.compute_all: too slow for it)
+TINY_WITHOUT_DATA = frozenset({"fig_ablation_imbalance"})
+
+
 def test_tiny_reproduction_end_to_end(tiny_run):
     import matplotlib.image
 
@@ -48,8 +52,12 @@ def test_tiny_reproduction_end_to_end(tiny_run):
         verdicts = {m for line in rows for m in re.findall(r"\*\*(.+?)\*\*", line)}
         assert verdicts & set(VERDICTS), f"claim {cid} has no verdict in {verdicts}"
     # every figure exists, is a valid PNG loadable by matplotlib, and is shown with its caption
+    status = read_json(out / "figures" / "status.json")
     for spec in FIGURES:
         png = out / "figures" / f"{spec.name}.png"
+        if spec.name in TINY_WITHOUT_DATA:  # its theory data is not computed at the test scale (theory_data)
+            assert status[spec.name]["status"] == "no data" and not png.exists(), spec.name
+            continue
         assert png.read_bytes()[:8] == PNG_SIGNATURE, spec.name
         image = matplotlib.image.imread(png)
         assert image.ndim == 3 and min(image.shape[:2]) > 100
@@ -84,6 +92,8 @@ def test_gallery_copies_every_figure_with_its_caption(tiny_run, tmp_path):
     import matplotlib.image
 
     for spec in FIGURES:
+        if spec.name in TINY_WITHOUT_DATA:
+            continue
         copy = tmp_path / "gallery" / f"{spec.name}.png"
         assert copy.read_bytes()[:8] == PNG_SIGNATURE
         assert matplotlib.image.imread(copy).shape[:2] == matplotlib.image.imread(out / "figures" / f"{spec.name}.png").shape[:2]

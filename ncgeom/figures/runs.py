@@ -65,7 +65,7 @@ def load_theory(results: str | Path, name: str) -> Any:
     """Read ``<results>/theory/<name>.json``; raise :class:`MissingResults` if absent."""
     path = Path(results) / "theory" / f"{name}.json"
     if not path.exists():
-        raise MissingResults(f"theory/{name}.json not found under {results}: run `ncgeom reproduce` (theory stage) first")
+        raise MissingResults(f"theory/{name}.json not found in the results folder: run `ncgeom reproduce` (theory stage) first")
     return read_json(path)
 
 
