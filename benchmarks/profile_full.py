@@ -179,6 +179,20 @@ class Estimate:
 
 
 @contextmanager
+def _timing(fn: Callable, acc: dict, clock: Callable[[], float], phase: str, counter: str) -> Callable:
+    """``fn`` wrapped to add its time to ``acc[phase]`` and count its calls in ``acc[counter]``."""
+
+    def timed(*args, **kwargs):
+        t0 = clock()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            acc[phase] += clock() - t0
+            acc[counter] += 1
+
+    return timed
+
+
 def instrumented(acc: dict[str, float]) -> Iterator[None]:
     """Wrap the functions ``train.run`` calls so that their wall time accumulates in ``acc`` by phase."""
     targets: list[tuple[Any, str, str]] = [
@@ -190,20 +204,9 @@ def instrumented(acc: dict[str, float]) -> Iterator[None]:
     ]
     saved = [(obj, name, obj.__dict__[name]) for obj, name, _ in targets]
 
-    def wrap(fn: Callable, phase: str) -> Callable:
-        def timed(*args, **kwargs):
-            t0 = clock()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                acc[phase] += clock() - t0
-                acc[f"calls_{phase}"] += 1
-
-        return timed
-
     try:
         for obj, name, phase in targets:
-            setattr(obj, name, wrap(obj.__dict__[name], phase))
+            setattr(obj, name, _timing(obj.__dict__[name], acc, clock, phase, f"calls_{phase}"))
         yield
     finally:
         for obj, name, original in saved:
@@ -342,20 +345,9 @@ def instrumented_stack(acc: dict[str, float]) -> Iterator[None]:
     targets = stack_targets()
     saved = [(obj, name, getattr(obj, name)) for obj, name, _ in targets]  # getattr: ncgeom.losses loads lazily
 
-    def wrap(fn: Callable, phase: str, name: str) -> Callable:
-        def timed(*args, **kwargs):
-            t0 = clock()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                acc[phase] += clock() - t0
-                acc[f"calls_{name}"] += 1
-
-        return timed
-
     try:
         for (obj, name, phase), (_, _, original) in zip(targets, saved, strict=True):
-            setattr(obj, name, wrap(original, phase, name))
+            setattr(obj, name, _timing(original, acc, clock, phase, f"calls_{name}"))
         yield
     finally:
         for obj, name, original in saved:
