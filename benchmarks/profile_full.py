@@ -178,7 +178,6 @@ class Estimate:
         return self.train_s + self.metrics_s + self.io_s + self.setup_s
 
 
-@contextmanager
 def _timing(fn: Callable, acc: dict, clock: Callable[[], float], phase: str, counter: str) -> Callable:
     """``fn`` wrapped to add its time to ``acc[phase]`` and count its calls in ``acc[counter]``."""
 
@@ -193,6 +192,7 @@ def _timing(fn: Callable, acc: dict, clock: Callable[[], float], phase: str, cou
     return timed
 
 
+@contextmanager
 def instrumented(acc: dict[str, float]) -> Iterator[None]:
     """Wrap the functions ``train.run`` calls so that their wall time accumulates in ``acc`` by phase."""
     targets: list[tuple[Any, str, str]] = [
