@@ -18,6 +18,7 @@ from ncgeom.experiments.claims import CLAIMS
 from ncgeom.figures import FIGURES
 from ncgeom.reproduce import pipeline
 from ncgeom.reproduce.report import write_gallery
+from ncgeom.reproduce.theory_data import NOT_AT_TINY
 from ncgeom.vocabulary import VERDICTS
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -33,8 +34,8 @@ def tiny_run(tmp_path_factory):
     return out, code, time.perf_counter() - t0
 
 
-#: Figures whose data the tiny scale does not compute (ncgeom.reproduce.theory_data.compute_all: too slow for it)
-TINY_WITHOUT_DATA = frozenset({"fig_ablation_imbalance"})
+#: Figures whose data the tiny scale does not compute (ncgeom.reproduce.theory_data.NOT_AT_TINY: too slow for it)
+TINY_WITHOUT_DATA = frozenset(f"fig_{name}" for name in NOT_AT_TINY)
 
 
 def test_tiny_reproduction_end_to_end(tiny_run):
