@@ -295,6 +295,12 @@ def check_harris(*, rng: np.random.Generator, num_trials: int = 50, n: int = 3, 
     )
 
 
+def _tilt_details(gaps, witness, num_trials: int, num_negatives: int) -> dict:
+    """The details of a tilted-bound check: trials, k, the smallest gap (exact, as a string), ties, witness."""
+    return {"trials": num_trials, "num_negatives": num_negatives, "min_gap": str(min(gaps)),
+            "num_equal": sum(g == 0 for g in gaps), "witness": witness}
+
+
 def _tilt_gaps(num_trials, num_negatives, rng, *, make_model, psi, make_tilt):
     """(gaps, first witness) of L_tilted - L_plain for the plain settings over ``num_trials`` draws of a model,
     a psi (``psi`` or a random non-decreasing one) and a tilt (``make_tilt()``: the ``eta`` or ``joint_eta``
@@ -328,7 +334,7 @@ def check_tilted_bound(*, rng: np.random.Generator, num_trials: int = 10, num_ne
         statement=r"\psi\uparrow,\ \eta\uparrow\ge0:\ L_{\mathrm{HSCL}}(f)\ge L_{\mathrm{SCL}}(f),\ L_{\mathrm{HUCL}}(f)\ge L_{\mathrm{UCL}}(f)",
         method="exact-fraction (enumeration of k i.i.d. negatives on finite models)",
         status="fail" if min(gaps) < 0 else "pass",
-        details={"trials": num_trials, "num_negatives": num_negatives, "min_gap": str(min(gaps)), "num_equal": sum(g == 0 for g in gaps), "witness": witness},
+        details=_tilt_details(gaps, witness, num_trials, num_negatives),
         source=_SOURCE,
         evidence="exact",
     )
@@ -414,7 +420,7 @@ def check_joint_tilted_bound(*, rng: np.random.Generator, num_trials: int = 10, 
         statement=r"\psi\uparrow,\ \eta:\mathbb R^k\to[0,\infty)\ \uparrow\text{ in each }S_i:\ q(S_1..S_k)\propto\eta(S)\textstyle\prod_i\nu(S_i)\ \Rightarrow\ L_{\mathrm{HSCL}}\ge L_{\mathrm{SCL}},\ L_{\mathrm{HUCL}}\ge L_{\mathrm{UCL}}",
         method="exact-fraction (enumeration of k-tuples of negatives on weighted finite models)",
         status="fail" if min(gaps) < 0 else "pass",
-        details={"trials": num_trials, "num_negatives": num_negatives, "min_gap": str(min(gaps)), "num_equal": sum(g == 0 for g in gaps), "witness": witness},
+        details=_tilt_details(gaps, witness, num_trials, num_negatives),
         source=_SOURCE + " (joint eta)",
         evidence="exact",
     )
