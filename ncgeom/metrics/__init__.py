@@ -9,7 +9,9 @@ experiment histories:
 - ``collapse``: unit_norm, zero_sum, equal_inner_product, within_class, nc1, etf_distance;
 - ``spectral``: spectrum (class-mean covariance), rankme (garrido2023rankme);
 - ``ncc``: ncc_accuracy (inner-product nearest class mean; train means on test data);
-- ``record``: :func:`nc_metrics` -> :class:`NCMetrics` (all of them, ``.to_dict()``).
+- ``record``: :func:`nc_metrics` -> :class:`NCMetrics` (all of them, ``.to_dict()``);
+- ``streaming``: the same metrics on batches in O(C d + d^2) memory (:func:`streaming_nc_metrics`,
+  :func:`accumulate_moments`, :func:`streaming_ncc_accuracy`, :func:`encoded_batches`).
 
 Conventions and how they differ from the peers (Papyan's Colab, tding1, rhubarbwu, nc-toolbox,
 RankMe implementations): docs/conventions.md, "Metrics".
@@ -20,6 +22,18 @@ from ncgeom.metrics.groups import class_means
 from ncgeom.metrics.ncc import ncc_accuracy
 from ncgeom.metrics.record import METRIC_NAMES, NCMetrics, nc_metrics
 from ncgeom.metrics.spectral import RANKME_EPS, rankme, spectrum
+from ncgeom.metrics.streaming import (
+    ONE_PASS_METRICS,
+    SECOND_PASS_METRICS,
+    FeatureMoments,
+    MomentAccumulator,
+    NCCAccumulator,
+    ResidualAccumulator,
+    accumulate_moments,
+    encoded_batches,
+    streaming_nc_metrics,
+    streaming_ncc_accuracy,
+)
 
 __all__ = [
     "unit_norm",
@@ -36,4 +50,14 @@ __all__ = [
     "NCMetrics",
     "METRIC_NAMES",
     "RANKME_EPS",
+    "FeatureMoments",
+    "MomentAccumulator",
+    "ResidualAccumulator",
+    "NCCAccumulator",
+    "accumulate_moments",
+    "streaming_nc_metrics",
+    "streaming_ncc_accuracy",
+    "encoded_batches",
+    "ONE_PASS_METRICS",
+    "SECOND_PASS_METRICS",
 ]
