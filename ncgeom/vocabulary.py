@@ -33,6 +33,8 @@ __all__ = [
     "DOMAINS",
     "Estimator",
     "ESTIMATORS",
+    "SampledDraws",
+    "SAMPLED_DRAWS",
     "Backend",
     "BACKENDS",
     "Reduction",
@@ -43,6 +45,10 @@ __all__ = [
     "MODEL_KINDS",
     "Dataset",
     "DATASETS",
+    "ImageDataset",
+    "IMAGE_DATASETS",
+    "ResNetKind",
+    "RESNET_KINDS",
     "PositivesKind",
     "POSITIVES",
     "Scale",
@@ -106,6 +112,10 @@ STRICTLY_CONVEX_PSI: tuple[PsiName, ...] = ("infonce", "infonce-mean")
 
 Estimator = Literal["weighted", "sampled"]
 ESTIMATORS: tuple[Estimator, ...] = ("weighted", "sampled")
+# How the sampled estimator draws its negatives (docs/theory.md, section 7): "pair" (k fresh draws for every
+# pair) or "anchor" (one k-tuple per anchor, shared by all its pairs; same per-pair law, correlated pairs).
+SampledDraws = Literal["pair", "anchor"]
+SAMPLED_DRAWS: tuple[SampledDraws, ...] = ("pair", "anchor")
 
 Backend = Literal["auto", "dense", "blocked", "triton"]
 BACKENDS: tuple[Backend, ...] = ("auto", "dense", "blocked", "triton")
@@ -130,6 +140,11 @@ ModelKind = Literal["unconstrained", "linear", "mlp"]
 MODEL_KINDS: tuple[ModelKind, ...] = ("unconstrained", "linear", "mlp")
 Dataset = Literal["gaussian", "digits"]
 DATASETS: tuple[Dataset, ...] = ("gaussian", "digits")
+# Image data sets (docs/images.md): read from files by ncgeom.data.images, encoded by ncgeom.resnet.
+ImageDataset = Literal["cifar10", "cifar100", "stl10", "imagefolder"]
+IMAGE_DATASETS: tuple[ImageDataset, ...] = ("cifar10", "cifar100", "stl10", "imagefolder")
+ResNetKind = Literal["resnet18", "resnet34", "resnet50"]
+RESNET_KINDS: tuple[ResNetKind, ...] = ("resnet18", "resnet34", "resnet50")
 PositivesKind = Literal["label", "noise"]
 POSITIVES: tuple[PositivesKind, ...] = ("label", "noise")
 
