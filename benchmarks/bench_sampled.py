@@ -1,11 +1,15 @@
-"""Side by side: the sampled estimator before (per-block torch.multinomial, autograd gather) and after
-(alias tables, fused infonce) against the weighted estimator on the same batch, forward + backward.
+"""Side by side, forward + backward on the same batch: the weighted estimator, the sampled estimator with
+``draws="pair"`` (k alias-table draws for every pair) and with ``draws="anchor"`` (one inverse-CDF k-tuple
+per anchor, shared by its pairs; docs/theory.md section 7), and, with ``--old``, the implementation before
+the alias tables (per-block torch.multinomial, autograd gather; about 2 s a call).
 
-Run: ``python benchmarks/bench_sampled.py --repeats 5 --threads 2 1``. B = 512, d = 128, K = 256, C = 10
-label positives, z on the unit sphere (float32), tau = 0.5, beta = 1 (HUCL). Every repetition runs every
-method once, interleaved; the table gives medians over repetitions (ratios paired per repetition).
-"new (loss only)" calls ``sampled_values(..., return_negatives=False)`` directly: what ``batch_loss`` costs
-once ncgeom/losses/batch.py passes ``return_negatives=want_indices``.
+Run: ``python benchmarks/bench_sampled.py --repeats 7 --threads 2 1 --psi infonce triplet``. B = 512,
+d = 128, K = 256, C = 10 label positives, z on the unit sphere (float32), tau = 0.5, beta = 1 (used by HUCL).
+Every repetition runs every method once, interleaved; the table gives medians over repetitions and the
+median of the per-repetition ratios. "tables / weighted" times the alias tables of the whole batch alone
+(what draws="pair" builds and draws="anchor" does not). ``--variance-draws N`` adds a second table: over N
+generator states at the same batch, the variance of the mean loss and the total variance of its gradient,
+draws="anchor" over draws="pair" (pairs of one anchor share their draws: docs/theory.md section 7).
 """
 
 from __future__ import annotations
@@ -14,11 +18,12 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 
 import torch
 
 from ncgeom.losses import batch_loss
-from ncgeom.losses.kernels.sampled import sampled_values
+from ncgeom.losses.kernels.sampled import _block_tables, _excluded
 from ncgeom.losses.kernels.structure import LossSpec, PairStructure, pair_structure
 from ncgeom.losses.psi import Psi, make_psi
 from ncgeom.vocabulary import effective_beta, is_supervised
@@ -71,53 +76,71 @@ def old_sampled_values(z, labels, spec: LossSpec, structure: PairStructure, psi:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=7, help="timed repetitions (0: no timing table)")
     parser.add_argument("--threads", type=int, nargs="+", default=[2, 1])
     parser.add_argument("--settings", nargs="+", default=["scl", "hucl"])
-    parser.add_argument("--psi", nargs="+", default=["infonce", "infonce-mean", "triplet"])
+    parser.add_argument("--psi", nargs="+", default=["infonce", "triplet"])
     parser.add_argument("--batch", type=int, default=512)
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--k", type=int, default=256)
     parser.add_argument("--classes", type=int, default=10)
+    parser.add_argument("--old", action="store_true", help="also time the implementation before the alias tables")
+    parser.add_argument("--variance-draws", type=int, default=0, help="generator states for the variance table")
     args = parser.parse_args()
     gen = torch.Generator().manual_seed(0)
     z0 = torch.nn.functional.normalize(torch.randn(args.batch, args.dim, generator=gen), dim=1)
     labels = torch.arange(args.batch) % args.classes
     tau, beta = 0.5, 1.0
-    print("| threads | setting | psi | weighted (ms) | old (ms) | new batch_loss (ms) | new loss only (ms) "
-          "| old / weighted | new / weighted | new loss only / weighted | old / new loss only |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    if args.repeats > 0:
+        print_timings(z0, labels, gen, args, tau, beta)
+    if args.variance_draws:
+        print_variance(z0, labels, args, tau, beta)
+
+
+def print_timings(z0: torch.Tensor, labels: torch.Tensor, gen: torch.Generator, args: argparse.Namespace, tau: float,
+                  beta: float) -> None:
+    """The timing table: every method once per repetition, interleaved; medians and paired ratios."""
+    print("| threads | setting | psi | weighted ms | pair ms | anchor ms | tables / weighted | pair / weighted "
+          "| anchor / weighted | target anchor / weighted <= 3 |" + (" old ms | old / pair |" if args.old else ""))
+    print("|---" * (10 + 2 * args.old) + "|")
     for threads in args.threads:
         torch.set_num_threads(threads)
         for setting in args.settings:
             spec = LossSpec(supervised=is_supervised(setting), b=effective_beta(setting, beta), tau=tau, k=args.k)
             structure = pair_structure(labels, supervised=spec.supervised)
+            excluded = _excluded(labels, spec, 0, args.batch)
             for psi_name in args.psi:
                 psi = make_psi(psi_name, tau=tau)
 
                 def weighted(z, setting=setting):
                     return batch_loss(z, labels, setting, beta=beta, tau=tau, num_negatives=args.k)
 
+                def sampled(z, draws, psi_name=psi_name, setting=setting):
+                    return batch_loss(z, labels, setting, beta=beta, tau=tau, num_negatives=args.k,
+                                      estimator="sampled", psi=psi_name, generator=gen, draws=draws)
+
+                def tables(z, spec=spec, excluded=excluded):
+                    with torch.no_grad():
+                        _block_tables(z @ z.T, excluded, spec.b)
+                    return None
+
                 def old(z, psi=psi, spec=spec, structure=structure):
                     return old_sampled_values(z, labels, spec, structure, psi, generator=gen,
                                               block_size=args.batch)[0].mean()
 
-                def new(z, psi_name=psi_name, setting=setting):
-                    return batch_loss(z, labels, setting, beta=beta, tau=tau, num_negatives=args.k,
-                                      estimator="sampled", psi=psi_name, generator=gen)
-
-                def quiet(z, psi=psi, spec=spec, structure=structure):
-                    return sampled_values(z, labels, spec, structure, psi, generator=gen, block_size=args.batch,
-                                          return_negatives=False)[0].mean()
-
-                methods: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-                    "weighted": weighted, "old": old, "new": new, "quiet": quiet}
+                methods: dict[str, Callable[[torch.Tensor], torch.Tensor | None]] = {
+                    "weighted": weighted, "pair": partial(sampled, draws="pair"),
+                    "anchor": partial(sampled, draws="anchor"), "tables": tables}
+                if args.old:
+                    methods["old"] = old
                 times: dict[str, list[float]] = {name: [] for name in methods}
                 for rep in range(args.repeats + 1):  # the first round warms up
                     for name, fn in methods.items():
                         z = z0.clone().requires_grad_()
                         start = time.perf_counter()
-                        fn(z).backward()
+                        loss = fn(z)
+                        if loss is not None:
+                            loss.backward()
                         if rep:
                             times[name].append(time.perf_counter() - start)
                 med = {name: statistics.median(ts) * 1e3 for name, ts in times.items()}
@@ -125,10 +148,40 @@ def main() -> None:
                 def ratio(a, b, times=times):
                     return statistics.median(x / y for x, y in zip(times[a], times[b]))
 
-                print(f"| {threads} | {setting} | {psi_name} | {med['weighted']:.1f} | {med['old']:.0f} "
-                      f"| {med['new']:.1f} | {med['quiet']:.1f} | {ratio('old', 'weighted'):.0f} "
-                      f"| {ratio('new', 'weighted'):.1f} | {ratio('quiet', 'weighted'):.1f} "
-                      f"| {ratio('old', 'quiet'):.0f} |", flush=True)
+                anchor_ratio = ratio("anchor", "weighted")
+                line = (f"| {threads} | {setting} | {psi_name} | {med['weighted']:.1f} | {med['pair']:.1f} "
+                        f"| {med['anchor']:.1f} | {ratio('tables', 'weighted'):.1f} | {ratio('pair', 'weighted'):.1f} "
+                        f"| {anchor_ratio:.2f} | {'met' if anchor_ratio <= 3 else 'not met'} |")
+                if args.old:
+                    line += f" {med['old']:.0f} | {ratio('old', 'pair'):.0f} |"
+                print(line, flush=True)
+
+
+def print_variance(z0: torch.Tensor, labels: torch.Tensor, args: argparse.Namespace, tau: float, beta: float) -> None:
+    """Var of the mean loss and total variance of its gradient over generator states, anchor / pair."""
+    print("\n| setting | psi | draws | mean loss | sd of the mean loss | anchor / pair: var of loss "
+          "| anchor / pair: total var of the gradient |")
+    print("|---|---|---|---|---|---|---|")
+    for setting in args.settings:
+        for psi_name in args.psi:
+            stats = {}
+            for draws in ("pair", "anchor"):
+                losses, grads = [], []
+                for seed in range(args.variance_draws):
+                    z = z0.clone().requires_grad_()
+                    loss = batch_loss(z, labels, setting, beta=beta, tau=tau, num_negatives=args.k,
+                                      estimator="sampled", psi=psi_name, draws=draws,
+                                      generator=torch.Generator().manual_seed(seed))
+                    (grad,) = torch.autograd.grad(loss, z)
+                    losses.append(float(loss.detach()))
+                    grads.append(grad.double())
+                stacked = torch.stack(grads)
+                stats[draws] = (statistics.fmean(losses), statistics.variance(losses),
+                                float(stacked.var(dim=0).sum()))
+            for draws, (mean, var, _) in stats.items():
+                ratios = (f"| {stats['anchor'][1] / stats['pair'][1]:.1f} | {stats['anchor'][2] / stats['pair'][2]:.1f} |"
+                          if draws == "anchor" else "| | |")
+                print(f"| {setting} | {psi_name} | {draws} | {mean:.5f} | {var ** 0.5:.2e} {ratios}", flush=True)
 
 
 if __name__ == "__main__":

@@ -154,24 +154,28 @@ def test_diverging_run_stops_alone(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_stacked_adam_equals_torch_adam(dtype):
+@pytest.mark.parametrize("hyper", ["per-run", "shared"])
+def test_stacked_adam_equals_torch_adam(dtype, hyper):
+    # per-run lr: the emulated addcdiv; one lr for all runs: torch's addcdiv_ on the whole stack. 5 runs of
+    # 7 x 5 = 35 elements, so runs straddle the SIMD chunks of the stacked tensor and some end in its tail
     generator = torch.Generator().manual_seed(0)
-    lrs, decays = [0.1, 0.01, 0.05], [0.0, 0.1, 0.003]
-    start = torch.randn(3, 7, 5, generator=generator, dtype=dtype)
-    target = torch.randn(3, 7, 5, generator=generator, dtype=dtype)
-    singles = [start[r].clone().requires_grad_() for r in range(3)]
-    optimizers = [torch.optim.Adam([singles[r]], lr=lrs[r], weight_decay=decays[r]) for r in range(3)]
+    runs = 5
+    lrs, decays = ([0.1, 0.01, 0.05, 0.02, 0.1], [0.0, 0.1, 0.003, 0.0, 0.0]) if hyper == "per-run" else ([0.05] * runs, [0.0] * runs)
+    start = torch.randn(runs, 7, 5, generator=generator, dtype=dtype)
+    target = torch.randn(runs, 7, 5, generator=generator, dtype=dtype)
+    singles = [start[r].clone().requires_grad_() for r in range(runs)]
+    optimizers = [torch.optim.Adam([singles[r]], lr=lrs[r], weight_decay=decays[r]) for r in range(runs)]
     stacked = start.clone().requires_grad_()
     adam = StackedAdam([stacked], lr=lrs, weight_decay=decays)
     for _ in range(40):
-        for r in range(3):
+        for r in range(runs):
             optimizers[r].zero_grad()
             (singles[r] - target[r]).pow(3).abs().sum().backward()
             optimizers[r].step()
         adam.zero_grad()
         (stacked - target).pow(3).abs().sum().backward()
         adam.step()
-    for r in range(3):  # the same elementwise operations in the same order: bitwise
+    for r in range(runs):  # the same elementwise operations in the same order: bitwise
         torch.testing.assert_close(stacked.detach()[r], singles[r].detach(), rtol=0, atol=0)
 
 

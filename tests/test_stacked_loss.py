@@ -63,9 +63,9 @@ def _tol(runs, size):
     return 10 * size * alpha_max * EPS64
 
 
-# (batch size, tile entries): whole stack; groups of 2 runs (B = 24 pads to B' = 32); blocks of 32 rows of one
-# run (B = 72 pads to 96: three blocks, the padding rows in the last)
-TILINGS = [(24, 1 << 18), (24, 32 * 32 * 2), (72, 96 * 40)]
+# (batch size, tile entries): whole stack; groups of GROUP_TILES = 2 runs (B = 24 pads to B' = 32); blocks of
+# 32 rows of one run (B = 72 pads to 96: three blocks, the padding rows in the last)
+TILINGS = [(24, 1 << 18), (24, 32 * 32), (72, 96 * 40)]
 
 
 @pytest.mark.parametrize(("size", "tile"), TILINGS)
@@ -163,7 +163,8 @@ def test_band_width_below_the_largest_class_raises():
 def test_loss_bytes_is_bounded_by_the_tile():
     itemsize = 4
     assert stacked_loss.loss_bytes(1, 512, itemsize=itemsize) == 3 * 512 * 512 * itemsize
-    assert stacked_loss.loss_bytes(64, 128, itemsize=itemsize) == 3 * 16 * 128 * 128 * itemsize  # groups of 16
+    assert stacked_loss.loss_bytes(4, 512, itemsize=itemsize) == 3 * 2 * 512 * 512 * itemsize  # pairs of runs
+    assert stacked_loss.loss_bytes(64, 128, itemsize=itemsize) == 3 * 32 * 128 * 128 * itemsize  # groups of 32
     big = stacked_loss.loss_bytes(64, 4096, itemsize=itemsize)  # row blocks of 64: independent of R
     assert big == 3 * 64 * 4096 * itemsize == 3 * stacked_loss.TILE_ENTRIES * itemsize
     assert math.isclose(big, stacked_loss.loss_bytes(1, 4096, itemsize=itemsize))

@@ -27,8 +27,6 @@ from ncgeom.cli.sweep import (
 from ncgeom.experiments.claims import claim_run_counts
 from ncgeom.interrupts import Interrupted, raise_on_signals
 from ncgeom.locking import folder_lock, prepare_folder
-from ncgeom.reproduce.pipeline import reproduce
-from ncgeom.reproduce.stages import STAGES
 from ncgeom.threads import limit_cpu_threads
 from ncgeom.validate import require_choice, require_int
 from ncgeom.vocabulary import ENGINES
@@ -78,6 +76,11 @@ def register(subparsers) -> None:
 
 def handler(args: argparse.Namespace) -> int:
     """Run the pipeline; print the report path and one line per stage."""
+    # here, not at the top: ncgeom.reproduce imports the pipeline and through it proofs_check and sympy
+    # (about 0.4 s), which every other command would pay at start (ncgeom.cli.main imports each subcommand)
+    from ncgeom.reproduce.pipeline import reproduce
+    from ncgeom.reproduce.stages import STAGES
+
     workers = min(os.cpu_count() or 1, 4) if args.workers is None else require_int("--workers", args.workers, min_value=1)
     stages = None if args.stages is None else _stage_list("--stages", args.stages, STAGES[:-1])
     redo = _stage_list("--redo", args.redo, STAGES[:-1])

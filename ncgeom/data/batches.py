@@ -16,6 +16,7 @@ result is a function of the labels and of this stream of draws alone.
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import numpy as np
 
@@ -41,41 +42,47 @@ def class_balanced_counts(num_classes: int, batch_size: int) -> np.ndarray:
 _CACHED_LABELS = 1 << 16  # label arrays up to this length (512 KiB) have their layout cached: <= 32 MiB in all
 
 
-def _class_layout(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(order [N], starts [C], sizes [C]) of int64 labels y [N] (N >= 1).
+class _Layout(NamedTuple):
+    """Where the members of each class are: ``order[starts[c] : starts[c] + sizes[c]]`` are the members of
+    class c (classes in ascending label order) in increasing index, i.e. ``np.flatnonzero(y == np.unique(y)[c])``."""
 
-    ``order[starts[c] : starts[c] + sizes[c]]`` are the members of class c (classes in ascending label
-    order) in increasing index, i.e. ``np.flatnonzero(y == np.unique(y)[c])``: a stable sort keeps equal
-    labels in index order.
-    """
+    order: np.ndarray  # [N] int64
+    starts: np.ndarray  # [C] int64
+    sizes: np.ndarray  # [C] int64
+    size_of: tuple[int, ...]  # sizes as Python ints (the sampler's loop reads them one by one)
+
+
+def _class_layout(y: np.ndarray) -> _Layout:
+    """The :class:`_Layout` of int64 labels y [N] (N >= 1): a stable sort keeps equal labels in index order."""
     order = np.argsort(y, kind="stable").astype(np.int64, copy=False)
     ys = y[order]
     starts = np.concatenate(([0], np.flatnonzero(ys[1:] != ys[:-1]) + 1)).astype(np.int64)
     sizes = np.diff(np.append(starts, y.size))
-    return order, starts, sizes
+    return _Layout(order, starts, sizes, tuple(sizes.tolist()))
 
 
 @functools.lru_cache(maxsize=32)
-def _cached_class_layout(key: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _cached_class_layout(key: bytes) -> _Layout:
     """:func:`_class_layout` of the int64 labels whose bytes are ``key`` (a training run asks once per epoch
     with the same labels). Keyed on the exact bytes, so equal keys mean equal labels; the arrays are
     read-only, so no caller can change what the next one gets."""
     layout = _class_layout(np.frombuffer(key, dtype=np.int64))
-    for a in layout:
+    for a in layout[:3]:
         a.setflags(write=False)
     return layout
 
 
 @functools.lru_cache(maxsize=64)
-def _batch_columns(num_classes: int, batch_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(counts [n], slot [B], within [B]): :func:`class_balanced_counts`, and for each column of a batch the
-    slot (the k-th chosen class) it belongs to and its offset inside that slot. Read-only (cached)."""
+def _batch_columns(num_classes: int, batch_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, ...]]:
+    """(counts [n], slot [B], within [B], counts as Python ints): :func:`class_balanced_counts`, and for each
+    column of a batch the slot (the k-th chosen class) it belongs to and its offset inside that slot.
+    Read-only (cached)."""
     counts = class_balanced_counts(num_classes, batch_size)
     slot = np.repeat(np.arange(counts.size), counts)
     within = np.arange(batch_size) - np.repeat(np.cumsum(counts) - counts, counts)
     for a in (counts, slot, within):
         a.setflags(write=False)
-    return counts, slot, within
+    return counts, slot, within, tuple(counts.tolist())
 
 
 def class_balanced_batches(labels, batch_size: int, *, num_batches: int, rng: np.random.Generator) -> np.ndarray:
@@ -95,11 +102,11 @@ def class_balanced_batches(labels, batch_size: int, *, num_batches: int, rng: np
     Streams are kept as positions 0..n_c-1 within each class. A stream grows only by a refill and shrinks
     only from its front, and a class is refilled when its stream is shorter than the count the batch takes
     from it, so at the next refill every member left comes from the last refill: they mark a boolean mask
-    of size n_c, and the new permutation keeps the positions outside it (the same result as ``np.isin``
-    on the member indices, since members and positions correspond one to one). The class streams are then
-    laid end to end and each slot of a batch is one contiguous range of its class's stream: the batches
-    are one gather. The members of each class come from one stable argsort, cached on the labels' bytes
-    (up to 2^16 labels).
+    (one per call, unmarked after each refill), and the new permutation keeps the positions outside it (the
+    same result as ``np.isin`` on the member indices, since members and positions correspond one to one).
+    The class streams are then laid end to end and each slot of a batch is one contiguous range of its
+    class's stream: the batches are one gather. The members of each class come from one stable argsort,
+    cached on the labels' bytes (up to 2^16 labels).
     """
     y = integer_labels(labels)  # integers (or strings mapped to ids); never lossy floats
     if y.size == 0:
@@ -109,37 +116,42 @@ def class_balanced_batches(labels, batch_size: int, *, num_batches: int, rng: np
     if not isinstance(rng, np.random.Generator):
         raise ValueError("rng must be a numpy.random.Generator")
     y = y.astype(np.int64, copy=False)
-    order, starts, sizes = _cached_class_layout(y.tobytes()) if y.size <= _CACHED_LABELS else _class_layout(y)
+    order, starts, sizes, size_of = _cached_class_layout(y.tobytes()) if y.size <= _CACHED_LABELS else _class_layout(y)
     num_classes = sizes.size
-    counts, slot, within = _batch_columns(num_classes, b)
-    smallest = int(sizes.min())
-    if counts[0] > smallest:
+    counts, slot, within, need_of = _batch_columns(num_classes, b)
+    smallest = min(size_of)
+    if need_of[0] > smallest:
         raise ValueError(
-            f"batch_size {b} needs {counts[0]} samples of each class but the smallest class has {smallest}"
+            f"batch_size {b} needs {need_of[0]} samples of each class but the smallest class has {smallest}"
         )
     if steps == 0:
         return np.empty((0, b), dtype=np.int64)
     n = counts.size
-    size_of = sizes.tolist()
-    need_of = counts.tolist()
+    permutation = rng.permutation
     left = [0] * num_classes  # samples still in each class's stream
     filled = [0] * num_classes  # samples ever put in each class's stream
     refills: list[list[np.ndarray]] = [[] for _ in range(num_classes)]  # each stream = its refills end to end
+    newest = [np.empty(0, dtype=np.int64)] * num_classes  # each class's last refill (the leftovers are its end)
+    fresh_mask = np.ones(max(size_of), dtype=bool)  # True, but False at the leftovers during one refill
     chosen = np.empty((steps, n), dtype=np.int64)
     first: list[int] = []  # where each slot of each batch starts in its class's stream, batch after batch
     for s in range(steps):
-        chosen[s] = rng.permutation(num_classes)[:n]
-        for c, need in zip(chosen[s].tolist(), need_of):  # in batch order: that is the order of the draws
+        row = permutation(num_classes)[:n]
+        chosen[s] = row
+        for c, need in zip(row.tolist(), need_of):  # in batch order: that is the order of the draws
             rest = left[c]
             if rest < need:  # refill
-                fresh = rng.permutation(size_of[c])
+                size = size_of[c]
+                fresh = permutation(size)
                 if rest:  # leftovers first, never a duplicate within a batch
-                    new = np.ones(size_of[c], dtype=bool)  # not among the leftovers
-                    new[refills[c][-1][-rest:]] = False
-                    fresh = fresh[new[fresh]]
+                    leftovers = newest[c][-rest:]
+                    fresh_mask[leftovers] = False
+                    fresh = fresh[fresh_mask[fresh]]
+                    fresh_mask[leftovers] = True
                 refills[c].append(fresh)
-                filled[c] += fresh.size
-                rest = size_of[c]
+                newest[c] = fresh
+                filled[c] += size - rest
+                rest = size
             first.append(filled[c] - rest)
             left[c] = rest - need
     positions = np.concatenate([r for rs in refills for r in rs])  # class by class, within-class positions

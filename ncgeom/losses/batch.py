@@ -27,12 +27,14 @@ from ncgeom.vocabulary import (
     ESTIMATORS,
     PSI_NAMES,
     REDUCTIONS,
+    SAMPLED_DRAWS,
     SETTINGS,
     Backend,
     Convention,
     Estimator,
     PsiName,
     Reduction,
+    SampledDraws,
     Setting,
     effective_beta,
     is_supervised,
@@ -65,7 +67,8 @@ class PairLosses:
         "authors").
     negatives : Tensor [P, k] (long) or None
         For the sampled estimator, the drawn negatives m_1..m_k of each pair (padded with -1 when
-        k = "batch" makes k vary by anchor); None for the weighted estimator.
+        k = "batch" makes k vary by anchor; with draws="anchor" the rows of one anchor are equal); None for
+        the weighted estimator.
     backend : str
         The backend that computed the values ("dense", "blocked", "triton").
     """
@@ -111,6 +114,7 @@ def batch_loss(
     backend: Backend = "auto",
     block_size: int | None = None,
     convention: Convention = "theory",
+    draws: SampledDraws = "pair",
 ) -> torch.Tensor:
     """Batch estimator of the SCL / HSCL / UCL / HUCL loss (docs/theory.md section 7; jiang2025hard).
 
@@ -126,7 +130,9 @@ def batch_loss(
         A_i = \\log k + \\mathrm{LSE}_{N(i)}((b + 1/\\tau) S_{i\\cdot}) - \\mathrm{LSE}_{N(i)}(b S_{i\\cdot}),
 
     and the **sampled** estimator (the authors' code) draws m_1..m_k ~ q_i i.i.d. for each pair and returns
-    psi_k(S_{i m_1} - S_ij, ..., S_{i m_k} - S_ij).
+    psi_k(S_{i m_1} - S_ij, ..., S_{i m_k} - S_ij). With ``draws="anchor"`` each anchor draws one such tuple,
+    shared by all its pairs: each l_ij has the same law, so the expectation is the same, but the pairs of one
+    anchor are correlated and the variance grows (see ``draws``).
 
     These are the pairs of the "theory" convention (docs/theory.md section 7). ``convention="authors"``
     reproduces the paper's code (rjiang03/HCL, ``nce_supervised_easy`` / ``nce_supervised_hard``;
@@ -176,6 +182,17 @@ def batch_loss(
     convention : {"theory", "authors"}
         Which pairs count (above). "authors" runs on the dense and blocked backends; ``backend="auto"``
         never picks triton for it, and ``backend="triton"`` with it raises ValueError.
+    draws : {"pair", "anchor"}
+        How the sampled estimator draws (``ncgeom.vocabulary.SAMPLED_DRAWS``; any value but "pair" with
+        estimator="weighted" raises ValueError). "pair" (default): k fresh draws for every pair (i, j), the
+        pairs independent given the batch. "anchor": one tuple m_1..m_k ~ q_i i.i.d. per anchor, shared by
+        all the pairs (i, j), j in P(i). Each pair's tuple still has the law q_i^{(x)k}, so E[l_ij] and the
+        expectation of every reduction are unchanged; the pairs of one anchor are non-negatively correlated
+        (Harris' inequality, for psi non-decreasing), so the variance of "mean"/"sum" is at least the "pair"
+        one and at most max_i |P(i)| times it (docs/theory.md section 7; BENCHMARKS.md measures it). In
+        exchange it costs a few weighted passes: S_{i m_l} gathered once per anchor, and for the built-in psi
+        an O(1) (infonce, infonce-mean) or O(log k) (triplet) evaluation per pair. The draws are a different
+        stream from "pair", reproducible from ``generator`` whatever the block size.
 
     Returns
     -------
@@ -204,7 +221,7 @@ def batch_loss(
     0.126928
     """
     return _compute(z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, reduction,
-                    generator, backend, block_size, convention, want_indices=False)
+                    generator, backend, block_size, convention, draws, want_indices=False)
 
 
 def batch_loss_pairs(
@@ -222,14 +239,16 @@ def batch_loss_pairs(
     backend: Backend = "auto",
     block_size: int | None = None,
     convention: Convention = "theory",
+    draws: SampledDraws = "pair",
 ) -> PairLosses:
     """Per-pair values l_ij with their indices (i, j) (and drawn negatives), as a :class:`PairLosses`.
 
     Same arguments and formula as :func:`batch_loss` (docs/theory.md section 7), without ``reduction``.
-    ``PairLosses.values`` equals ``batch_loss(..., reduction="none")``.
+    ``PairLosses.values`` equals ``batch_loss(..., reduction="none")``. With ``draws="anchor"`` the rows of
+    ``PairLosses.negatives`` of one anchor are identical (its shared tuple).
     """
     return _compute(z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, "none",
-                    generator, backend, block_size, convention, want_indices=True)
+                    generator, backend, block_size, convention, draws, want_indices=True)
 
 
 def select_backend(
@@ -286,7 +305,7 @@ def _triton_unsupported(z: torch.Tensor, estimator: str, reduction: str, convent
 
 
 def _validate(z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, reduction,
-              generator, backend, block_size, convention):
+              generator, backend, block_size, convention, draws):
     if not isinstance(z, torch.Tensor):
         raise ValueError(f"z must be a torch.Tensor of shape [B, d], got {type(z).__name__}")
     if z.ndim != 2 or z.shape[0] < 1 or z.shape[1] < 1:
@@ -335,6 +354,10 @@ def _validate(z, labels, setting, beta, tau, num_negatives, estimator, psi, deta
     if block_size is not None:
         block_size = require_int("block_size", block_size, min_value=1)
     convention = require_choice("convention", convention, CONVENTIONS)
+    draws = require_choice("draws", draws, SAMPLED_DRAWS)
+    if draws != "pair" and estimator != "sampled":
+        raise ValueError(f"draws={draws!r} applies to estimator='sampled' only (the weighted estimator draws "
+                         "nothing); use draws='pair' (the default) with estimator='weighted'")
     spec = LossSpec(
         supervised=is_supervised(setting),
         b=effective_beta(setting, beta),
@@ -343,14 +366,14 @@ def _validate(z, labels, setting, beta, tau, num_negatives, estimator, psi, deta
         detach_weights=detach_weights,
         convention=convention,
     )
-    return spec, estimator, psi, reduction, backend, block_size
+    return spec, estimator, psi, reduction, backend, block_size, draws
 
 
 def _compute(z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, reduction,
-             generator, backend, block_size, convention, *, want_indices):
-    spec, estimator, psi, reduction, backend, block_size = _validate(
+             generator, backend, block_size, convention, draws, *, want_indices):
+    spec, estimator, psi, reduction, backend, block_size, draws = _validate(
         z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, reduction,
-        generator, backend, block_size, convention)
+        generator, backend, block_size, convention, draws)
     backend = select_backend(z, estimator=estimator, reduction=reduction, detach_weights=spec.detach_weights,
                              requested=backend, convention=spec.convention)
     size = z.shape[0]
@@ -368,7 +391,8 @@ def _compute(z, labels, setting, beta, tau, num_negatives, estimator, psi, detac
     if estimator == "sampled":
         rows = size if backend == "dense" else (block_size or default_block_size(size))
         values, negatives = sampled_values(z, labels, spec, structure, psi, generator=generator, block_size=rows,
-                                           return_negatives=want_indices)  # no O(P k) index tensor unless asked
+                                           return_negatives=want_indices,  # no O(P k) index tensor unless asked
+                                           draws=draws)
     elif backend == "dense":
         values = dense_weighted_values(z, labels, spec, structure)
     else:  # blocked, per-pair values for batch_loss_pairs

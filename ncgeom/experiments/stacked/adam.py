@@ -13,7 +13,8 @@ follows exactly the operations torch.optim.Adam applies to run r's own parameter
 where eta_r = ``lr[r]``, lambda_r = ``weight_decay[r]`` (L2 added to the gradient, as torch does) and t
 the step count (the same for every run of a stack). The per-run step size is rounded to the parameter's
 dtype as torch rounds its scalar, and the last line is evaluated as torch's CPU ``addcdiv`` does
-((value * m) / denom, then added), so a stack of one run follows torch.optim.Adam (tests/test_stacked.py).
+((value * m) / denom, then added); when every run has the same lr it is torch's ``addcdiv_`` itself. So a
+stack of one run follows torch.optim.Adam bitwise, and so does each run of a stack (tests/test_stacked.py).
 The state and the per-run step sizes live on the parameters' device. On CUDA torch.optim.Adam takes its
 multi-tensor (foreach) path and its ``addcdiv`` kernel rounds value * (m / denom): a stack of one run
 follows it to rounding, not bitwise (tests/test_device.py bounds the difference).
@@ -52,6 +53,10 @@ class StackedAdam:
         self.steps = 0
         self.exp_avg = [torch.zeros_like(p) for p in self.params]
         self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
+        # the denominator and the per-run update of each parameter, reused at every step: allocating them
+        # anew (a few MiB per step for a large stack) made glibc return the memory and fault it back in
+        self._denom = [torch.empty_like(p) for p in self.params]
+        self._update: list[torch.Tensor | None] = [None] * len(self.params)
 
     def zero_grad(self) -> None:
         for p in self.params:
@@ -66,7 +71,8 @@ class StackedAdam:
         bias_correction1 = 1 - beta1**step
         bias_correction2_sqrt = (1 - beta2**step) ** 0.5
         same_decay = len(set(self.weight_decay)) <= 1
-        for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True):
+        same_lr = len(set(self.lr)) <= 1
+        for i, (p, m, v) in enumerate(zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True)):
             if p.grad is None:
                 continue
             grad = p.grad
@@ -80,8 +86,14 @@ class StackedAdam:
                         grad[r] = grad[r].add(p[r], alpha=wd)
             m.lerp_(grad, 1 - beta1)
             v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            denom = (v.sqrt() / bias_correction2_sqrt).add_(self.eps)
+            denom = torch.sqrt(v, out=self._denom[i]).div_(bias_correction2_sqrt).add_(self.eps)
+            if same_lr:  # one step size: torch's own addcdiv_
+                p.addcdiv_(m, denom, value=-self.lr[0] / bias_correction1)
+                continue
             # -lr / bc1 computed in float64 (Python) and rounded to p's dtype, as torch's Scalar value is
             step_size = torch.tensor([-lr / bias_correction1 for lr in self.lr], dtype=torch.float64, device=p.device)
-            update = m * step_size.to(p.dtype).reshape(shape)
+            update = self._update[i]
+            if update is None:
+                update = self._update[i] = torch.empty_like(p)
+            torch.mul(m, step_size.to(p.dtype).reshape(shape), out=update)
             p.add_(update.div_(denom))

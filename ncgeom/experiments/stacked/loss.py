@@ -31,10 +31,11 @@ shift: large alpha, or z off the sphere) are recomputed with the exact masked ma
 full relative precision. dZ^T = Z^T G^T + Z^T G (d the rows of the products: the fast layout of a
 batched matmul with small d).
 
-Tiles: the work goes in [g, rows, B'] tiles of at most :data:`TILE_ENTRIES` entries (a few in the CPU's
-L2 cache): for B'^2 <= TILE_ENTRIES, groups of g = TILE_ENTRIES // B'^2 whole runs; beyond, one run at a
-time in blocks of rows, a multiple of :data:`LANES` (dZ accumulated block by block: memory O(TILE_ENTRIES)
-for any B).
+Tiles: the work goes in [g, rows, B'] tiles of a few times :data:`TILE_ENTRIES` entries (a few in the CPU's
+L2 cache): for B'^2 <= TILE_ENTRIES, groups of g = GROUP_TILES x TILE_ENTRIES // B'^2 whole runs; beyond, one
+run at a time in blocks of rows, a multiple of :data:`LANES` (dZ accumulated block by block: memory
+O(TILE_ENTRIES) for any B). The tile x and its tilted copy are written into per-thread buffers kept between
+calls (:func:`_scratch`).
 
 Independence. Every reduction is along the axes of one run and the row blocks depend on B only. The
 elementwise transcendental functions (exp2, sigmoid, softplus, log) are the one trap: torch evaluates a
@@ -51,16 +52,22 @@ for bit, in float32 and float64 (tests/test_stacked_loss.py, tests/test_stacked.
 from __future__ import annotations
 
 import math
+import threading
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
 import torch
 
-__all__ = ["TILE_ENTRIES", "LANES", "stacked_weighted", "loss_bytes"]
+__all__ = ["TILE_ENTRIES", "GROUP_TILES", "LANES", "stacked_weighted", "loss_bytes"]
 
-#: Entries of one [g, rows, B] tile (1 MiB in float32; measured fastest on a 2-core CPU with 1 MiB of L2
-#: per core, benchmarks/bench_stacked.py): whole runs when B^2 fits, row blocks of one run otherwise.
+#: Entries of the row blocks of one run when B'^2 exceeds it (1 MiB in float32; measured fastest on a 2-core
+#: CPU with 1 MiB of L2 per core, benchmarks/bench_stacked.py). It sets where dZ is summed block by block, so
+#: it fixes the rounding of every B' > 512: changing it changes stored results.
 TILE_ENTRIES = 1 << 18
+#: Tiles of whole runs hold GROUP_TILES x TILE_ENTRIES entries (g = that // B'^2 runs, at least one): pairs of
+#: runs at B = 512 ran 6-10% faster than single runs once the tiles were reused (2026-12-01, C = 50 and 100);
+#: the grouping never changes a run's numbers (module docstring, "Independence").
+GROUP_TILES = 2
 #: The batch is padded to a multiple of LANES rows (module docstring, "Independence"): twice the widest SIMD
 #: vector torch's CPU kernels use (AVX-512: 16 float32), the chunk its vectorized loops step by.
 LANES = 32
@@ -77,15 +84,15 @@ def padded_size(batch: int) -> int:
 
 
 def _tiling(runs: int, padded: int) -> tuple[int, int]:
-    """(rows per tile, runs per group) for a padded batch B': whole runs while B'^2 fits a tile, else blocks
-    of rows (a multiple of :data:`LANES`, at least LANES) of one run."""
+    """(rows per tile, runs per group) for a padded batch B': groups of whole runs (:data:`GROUP_TILES`) while
+    B'^2 fits :data:`TILE_ENTRIES`, else blocks of rows (a multiple of :data:`LANES`, at least LANES) of one run."""
     rows = min(padded, max(LANES, TILE_ENTRIES // padded // LANES * LANES))
-    group = max(1, min(runs, TILE_ENTRIES // (padded * padded))) if rows == padded else 1
+    group = max(1, min(runs, GROUP_TILES * TILE_ENTRIES // (padded * padded))) if rows == padded else 1
     return rows, group
 
 
 def loss_bytes(runs: int, batch: int, *, itemsize: int) -> int:
-    """Peak bytes of :func:`stacked_weighted` beyond its inputs and outputs: 3 tiles of about :data:`TILE_ENTRIES`.
+    """Peak bytes of :func:`stacked_weighted` beyond its inputs and outputs: 3 tiles (:func:`_tiling`).
 
     (The tile's x, its tilted copy e0 and a temporary; the [R, B', n_max] band and [R, B', d] copies of z are
     of the order of the inputs.)
@@ -108,12 +115,30 @@ def _cached(key: tuple[Any, ...], build):
     return value
 
 
+_scratch_buffers = threading.local()  # per thread: two stacks may be trained by two threads at once
+
+
+def _scratch(slot: int, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """An uninitialized tensor of ``shape`` kept between calls (one buffer per slot, dtype and device, grown
+    as needed): the [g, rows, B'] tiles. Allocating them anew at every tile made glibc return the memory to
+    the system and fault it back in (about 1,200 page faults per step at R = 60, B = 128)."""
+    buffers = getattr(_scratch_buffers, "buffers", None)
+    if buffers is None:
+        buffers = _scratch_buffers.buffers = {}
+    key = (slot, dtype, str(device))
+    numel = math.prod(shape)
+    buffer = buffers.get(key)
+    if buffer is None or buffer.numel() < numel:
+        buffer = buffers[key] = torch.empty(numel, dtype=dtype, device=device)
+    return buffer[:numel].view(shape)
+
+
 class _Band(NamedTuple):
     """The pair structure of a stack of label-sorted batches, [R, B, n_max] per run."""
 
     cols: torch.Tensor  # the columns of row i's class band (row i itself past the class's end)
     excluded: torch.Tensor  # columns outside N(i): the class band (SCL/HSCL) or i (UCL/HUCL)
-    blank: torch.Tensor  # -inf, the values scattered at ``excluded``
+    blank: torch.Tensor  # -inf, the values scattered at ``excluded`` (a tensor: scatter_ of a scalar is 4x slower)
     weight: torch.Tensor  # 1 / P_r on the pairs (i, j), j in P(i), of valid rows; 0 elsewhere
     valid: torch.Tensor  # [R, B] bool: P(i) and N(i) non-empty
     log_nneg: torch.Tensor  # [R, B] log |N(i)|
@@ -135,21 +160,23 @@ def _band(ys: torch.Tensor, supervised: torch.Tensor, band_width: int | None, k:
     if band_width is not None and band_width < largest:
         raise ValueError(f"band_width must be >= the largest class of a batch ({largest}), got {band_width}")
     band = torch.arange(largest if band_width is None else band_width, device=device)
-    rows = torch.arange(padded, device=device)[None, :, None]
-    inside = band < count[..., None]
-    cols = torch.where(inside, start[..., None] + band, rows)
+    rows = torch.arange(padded, device=device)
+    cols = torch.where(band < count[..., None], start[..., None] + band, rows[:, None])
     num_neg = torch.where(supervised[:, None], size - count, torch.full_like(count, size - 1))
     num_neg = torch.where(real, num_neg, 1)
     valid = (count >= 2) & (num_neg >= 1) & real
-    pos = inside & (cols != rows) & valid[..., None]
-    pairs = pos.sum((1, 2))
+    # the pairs of a valid row i are its class band but i itself (band offset i - start): count - 1 of them
+    pairs = ((count - 1) * valid).sum(1)
     scale = torch.where(pairs > 0, 1.0 / pairs.clamp_min(1).to(dtype), torch.zeros((), dtype=dtype, device=device))
+    weight = (band < torch.where(valid, count, 0)[..., None]).to(dtype).mul_(scale[:, None, None])
+    weight.scatter_(2, (rows - start).clamp_(0, band.numel() - 1)[..., None], 0.0)  # not (i, i); rows left invalid
     log_nneg = torch.log(num_neg.clamp_min(1).to(dtype))
     return _Band(
         cols=cols,
-        excluded=cols if bool(supervised.all()) else torch.where(supervised[:, None, None], cols, rows),
-        blank=torch.full(cols.shape, -math.inf, dtype=dtype, device=device),
-        weight=pos.to(dtype) * scale[:, None, None],
+        excluded=cols if bool(supervised.all()) else torch.where(supervised[:, None, None], cols, rows[:, None]),
+        blank=_cached(("blank", cols.shape, dtype, str(device)),
+                      lambda: torch.full(cols.shape, -math.inf, dtype=dtype, device=device)),
+        weight=weight,
         valid=valid,
         log_nneg=log_nneg,
         logk=log_nneg if k is None else torch.full_like(log_nneg, math.log(k)),
@@ -211,11 +238,13 @@ def _tile_pass(zs, bound, rows_aug, cols_aug, band: _Band, co: _Coefficients, i0
     hard = any(co.hard)
     cols, excluded, weight = band.cols[:, i0:i1], band.excluded[:, i0:i1], band.weight[:, i0:i1]
     bound = bound[:, i0:i1]
-    x = torch.bmm(rows_aug[:, i0:i1], cols_aug)  # log2(e) alpha (S - bound) <= 0
+    shape = (cols_aug.shape[0], i1 - i0, cols_aug.shape[2])  # the tile [g, rows, B'] of x = log2(e) alpha (S - bound) <= 0
+    x = torch.bmm(rows_aug[:, i0:i1], cols_aug, out=_scratch(0, shape, zs.dtype, zs.device))
     x_pos = torch.gather(x, 2, cols)
     x.scatter_(2, excluded, band.blank[:, i0:i1])  # exp2 gives 0 outside N(i)
     x[:, :, real:] = -math.inf  # and 0 at the padding columns
-    e0 = torch.mul(x, co.ratio).exp2_() if hard else None  # exp(b S_im - b bound_i)
+    # exp(b S_im - b bound_i)
+    e0 = torch.mul(x, co.ratio, out=_scratch(1, shape, zs.dtype, zs.device)).exp2_() if hard else None
     e1 = x.exp2_()  # exp(alpha S_im - alpha bound_i)
     s1 = e1.sum(2)
     s0 = e0.sum(2) if e0 is not None else None

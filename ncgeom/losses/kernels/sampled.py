@@ -25,9 +25,19 @@ draws are therefore reproducible from the generator state and the batch alone; t
 chunking do not change them. (Before 2026-11 the draws came from one ``torch.multinomial`` call per
 anchor block: same law, a different stream.)
 
+Shared draws (``draws="anchor"``). Each anchor with a pair draws one tuple m_1..m_k i.i.d. from q_i, and all
+its pairs use it: every l_ij keeps the law of the definition (the expectation of every reduction is
+unchanged), but the pairs of one anchor are no longer independent (non-negatively correlated for psi
+non-decreasing, so the variance of the mean grows, by at most max_i |P(i)|; docs/theory.md section 7). The
+tuple comes from an inverse-CDF search (running sums of the weights, k binary searches per anchor: cheaper
+than the alias tables when k is not much above B), the stream anchor after anchor in canonical order, k_max
+uniforms each; the similarities S_{i m_l} are gathered once per anchor and the built-in psi are evaluated
+in O(1) (infonce) or O(log k) (triplet) per pair (:func:`_anchor_block`).
+
 Memory: the similarities of one anchor block, S_I = Z_I Z^T [block, B] (with autograd), its two alias
-tables, and the draws of at most ``max_draws`` (pairs x k) at a time; the graph keeps the drawn indices
-(P k longs) for the backward pass, and the returned negatives hold P k longs when requested.
+tables (``"anchor"``: its running sums), and the draws of at most ``max_draws`` (pairs x k) at a time; the
+graph keeps the drawn indices (P k longs; ``"anchor"``: A k) for the backward pass, and the returned
+negatives hold P k longs when requested.
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ import torch
 
 from ncgeom.losses.kernels.structure import LossSpec, PairStructure
 from ncgeom.losses.psi import Psi
+from ncgeom.vocabulary import SampledDraws
 
 __all__ = ["sampled_values", "alias_tables", "DEFAULT_MAX_DRAWS"]
 
@@ -123,6 +134,7 @@ def sampled_values(
     block_size: int,
     max_draws: int = DEFAULT_MAX_DRAWS,
     return_negatives: bool = True,
+    draws: SampledDraws = "pair",
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(values [P], negatives [P, k_max] long, -1 padded) of the sampled estimator, canonical pair order.
 
@@ -138,6 +150,11 @@ def sampled_values(
     pairs whose sum X falls below finfo.tiny / finfo.eps (every drawn term far below the anchor's largest)
     are recomputed with a per-pair log-sum-exp. Other psi (triplet, custom) are applied by autograd to
     t [pairs, k] = S_{i m_r} - S_ij, one chunk of pairs at a time.
+
+    ``draws="anchor"``: each anchor with a pair draws one k_max-tuple from q_i by an inverse-CDF search
+    (:func:`_anchor_cdf`, :func:`_draw_inverse_cdf`; its uniforms consumed in canonical anchor order, k_max
+    per anchor), shared by all its pairs; see :func:`_anchor_block` for how psi is then evaluated. ``"pair"``
+    (the default) is described above.
     """
     size = z.shape[0]
     device = z.device
@@ -154,8 +171,24 @@ def sampled_values(
         if hi == lo:
             continue
         sim = z[start:stop] @ z.T  # [bs, B], with autograd
+        excluded = _excluded(labels, spec, start, stop)
+        if draws == "anchor":
+            counts = structure.pair_offsets[start + 1:stop + 1] - structure.pair_offsets[start:stop]
+            rows = torch.nonzero(counts).reshape(-1)  # block rows of the anchors with a pair, ascending
+            with torch.no_grad():
+                every = rows.numel() == stop - start  # usually: skip the copies of the rows
+                drawn = _anchor_draws(sim.detach() if every else sim.detach()[rows],
+                                      excluded if every else excluded[rows], spec.b, k_max, udtype, generator,
+                                      rows_per_chunk=pairs_per_chunk)
+                drawn += (rows * size)[:, None]  # flat block indices r * B + m
+            block_values, block_negatives = _anchor_block(
+                sim, drawn, rows, counts[rows], k_all[rows + start], structure.positives[lo:hi], psi,
+                pairs_per_chunk, return_negatives)
+            values.append(block_values)
+            if block_negatives is not None:
+                negatives.append(block_negatives)
+            continue
         with torch.no_grad():
-            excluded = _excluded(labels, spec, start, stop)
             threshold, alias = _block_tables(sim.detach(), excluded, spec.b)
             # per flat entry r * B + c: the threshold, and the step to the alias entry r * B + alias[r, c]
             table = (threshold.to(udtype).reshape(-1), (alias - torch.arange(size, device=device)).reshape(-1))
@@ -189,6 +222,81 @@ def sampled_values(
     return torch.cat(values), (torch.cat(negatives) if return_negatives else None)
 
 
+def _anchor_block(
+    sim: torch.Tensor,
+    drawn: torch.Tensor,
+    rows: torch.Tensor,
+    pairs_per_row: torch.Tensor,
+    k_row: torch.Tensor,
+    positives: torch.Tensor,
+    psi: Psi,
+    pairs_per_chunk: int,
+    return_negatives: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(values, negatives) of one block's pairs when anchor i's pairs share its draws m_1..m_{k_i}.
+
+    ``drawn`` [A, k_max] holds the flat block indices r * B + m of the draws of the A anchors of the block
+    that have a pair (block rows ``rows``, ascending; their pairs are contiguous in canonical order,
+    ``pairs_per_row`` of each). The similarities a_il = S_{i m_l} are gathered once per anchor, [A, k_max],
+    with autograd (no gradient through the draws). Then, with t_l = a_il - S_ij:
+
+    - ``infonce``: psi_k(t) = log(1 + e^{L_i - S_ij / tau}), L_i = LSE_l(a_il / tau) (minus log k_i for
+      ``infonce-mean``), so the log-sum-exp is computed once per anchor and each pair costs O(1);
+    - ``triplet``: with a_i sorted descending and its prefix sums C_n, the n_ij = #{l : a_il >= c_ij} terms
+      of c_ij = S_ij - margin are the positive ones, and psi_k(t) = (C_{n_ij} - n_ij c_ij) / k_i: one sort
+      per anchor and a binary search per pair (ties a_il = c_ij add 0 and get the subgradient 1/k_i, as
+      ``clamp_min`` gives them);
+    - any other psi (custom): psi applied by autograd to t [pairs, k_max], built by broadcasting a_i, one
+      chunk of ``pairs_per_chunk`` pairs at a time.
+
+    The three built-in forms are the generic one rearranged (equal up to rounding; tests/test_sampled_anchor_draws.py).
+    """
+    size = sim.shape[1]
+    count, k_max = drawn.shape
+    flat_sim = sim.reshape(-1)
+    pair_row = torch.repeat_interleave(torch.arange(count, device=sim.device), pairs_per_row)  # [P_block]
+    base = rows * size
+    # a_il [A, k_max] and S_ij [P_block] in one gather (one scatter in the backward pass)
+    picked = flat_sim.index_select(0, torch.cat([drawn.reshape(-1), base.index_select(0, pair_row) + positives]))
+    gathered, positive = picked[:drawn.numel()].view(count, k_max), picked[drawn.numel():]
+    pad = torch.arange(k_max, device=sim.device)[None, :] >= k_row[:, None]  # draws past k_i (k = "batch")
+    padded = bool(pad.any())
+    if psi.builtin and psi.name in ("infonce", "infonce-mean"):
+        assert psi.tau is not None  # built-in infonce carries its tau
+        scaled = gathered / psi.tau
+        lse = torch.logsumexp(scaled.masked_fill(pad, float("-inf")) if padded else scaled, dim=1)
+        if psi.name == "infonce-mean":
+            lse = lse - k_row.to(sim.dtype).log()
+        arg = lse.index_select(0, pair_row) - positive / psi.tau
+        values = torch.logaddexp(torch.zeros_like(arg), arg)  # exact log(1 + e^x), as psi's own func
+    elif psi.builtin and psi.name == "triplet":
+        assert psi.margin is not None
+        ordered = (gathered.masked_fill(pad, float("-inf")) if padded else gathered).sort(dim=1, descending=True)
+        prefix = torch.nn.functional.pad(ordered.values.cumsum(dim=1), (1, 0))  # C_0 = 0, ..., C_k [A, k_max + 1]
+        cut = positive - psi.margin  # c_ij
+        with torch.no_grad():  # n_ij = #{l : a_il >= c_ij}: searchsorted of -c_ij in -a_i (ascending), per anchor
+            start = torch.repeat_interleave(torch.cumsum(pairs_per_row, 0) - pairs_per_row, pairs_per_row)
+            slot = torch.arange(pair_row.numel(), device=sim.device) - start
+            queries = torch.full((count, int(pairs_per_row.max())), float("inf"), dtype=sim.dtype,
+                                 device=sim.device)
+            queries[pair_row, slot] = -cut.detach()
+            above = torch.searchsorted(-ordered.values.detach(), queries, right=True)[pair_row, slot]
+        values = (prefix.reshape(-1).index_select(0, pair_row * (k_max + 1) + above)
+                  - above.to(sim.dtype) * cut) / k_row.index_select(0, pair_row).to(sim.dtype)
+    else:
+        pieces = []
+        k_pair = k_row.index_select(0, pair_row)
+        for p0, p1 in _ranges(0, pair_row.numel(), pairs_per_chunk):
+            t = gathered.index_select(0, pair_row[p0:p1]) - positive[p0:p1, None]
+            pieces.append(_apply_psi(psi, t, k_pair[p0:p1], k_max))
+        values = torch.cat(pieces)
+    if not return_negatives:
+        return values, None
+    with torch.no_grad():
+        negatives = (drawn - base[:, None]).masked_fill_(pad, -1).index_select(0, pair_row)
+    return values, negatives
+
+
 def _ranges(lo: int, hi: int, step: int) -> list[tuple[int, int]]:
     return [(p0, min(p0 + step, hi)) for p0 in range(lo, hi, step)]
 
@@ -210,6 +318,70 @@ def _block_tables(sim: torch.Tensor, excluded: torch.Tensor, b: float) -> tuple[
     logits = logits.masked_fill(excluded.all(dim=1, keepdim=True), 0.0)
     weights = (logits - logits.amax(dim=1, keepdim=True)).exp_()
     return alias_tables(weights)
+
+
+def _anchor_draws(sim: torch.Tensor, excluded: torch.Tensor, b: float, k_max: int, udtype: torch.dtype,
+                  generator: torch.Generator, *, rows_per_chunk: int) -> torch.Tensor:
+    """Columns [A, k_max] (long): k_max i.i.d. draws from q_i for each row i (N(i) not empty), rows in order.
+
+    Every row consumes k_max uniforms of ``generator``, row after row, whatever ``rows_per_chunk``. For b = 0,
+    q_i is uniform on N(i): the draw is the floor(u |N(i)|)-th column of N(i) (:func:`_draw_uniform`, one
+    gather). Otherwise an inverse-CDF search in the running sums of q_i (:func:`_anchor_cdf`,
+    :func:`_draw_inverse_cdf`).
+    """
+    ranges = _ranges(0, sim.shape[0], rows_per_chunk)
+    if b == 0:
+        return torch.cat([_draw_uniform(excluded[r0:r1], k_max, udtype, generator) for r0, r1 in ranges])
+    cdf = _anchor_cdf(sim, excluded, b)
+    return torch.cat([_draw_inverse_cdf(cdf[r0:r1], k_max, udtype, generator) for r0, r1 in ranges])
+
+
+def _draw_uniform(excluded: torch.Tensor, k_max: int, udtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:
+    """Columns [A, k_max] (long): k_max draws per row, uniform on the columns not ``excluded`` (at least one).
+
+    The j-th allowed column (ascending, j = floor(u |N(i)|), u uniform in [0, 1) in ``udtype``), so every
+    allowed column has probability 1 / |N(i)| (up to the resolution of u) and an excluded one 0.
+    """
+    rows, n = excluded.shape
+    allowed = ~excluded
+    rank = allowed.cumsum(dim=1)  # allowed columns in 0..m
+    count = rank[:, -1:]
+    # table[i, j] = the j-th allowed column of row i; the excluded columns all land in the spare last slot
+    slot = torch.where(allowed, rank - 1, torch.full_like(rank, n))
+    columns = torch.arange(n, device=excluded.device).expand(rows, n)
+    table = torch.empty(rows, n + 1, dtype=torch.long, device=excluded.device).scatter_(1, slot, columns)
+    u = torch.rand(rows * k_max, generator=generator, dtype=udtype, device=excluded.device).view(rows, k_max)
+    pick = torch.minimum((u.to(torch.float64) * count).long(), count - 1)  # a 53-bit u can round u N up to N
+    return table.gather(1, pick)
+
+
+def _anchor_cdf(sim: torch.Tensor, excluded: torch.Tensor, b: float) -> torch.Tensor:
+    """float64 [A, B]: the running sums of q_i over the columns, divided by their total (the last is exactly 1).
+
+    For anchors whose N(i) is not empty (rows of ``sim``, ``excluded``): q_im proportional to
+    exp(b (S_im - max_{N(i)} S_i)), 0 off N(i). Five passes over the block (b = 0: two).
+    """
+    if b == 0:
+        weights = (~excluded).to(torch.float64)
+    else:
+        top = sim.masked_fill(excluded, float("-inf")).amax(dim=1, keepdim=True)
+        # off N(i) the exponent may overflow to inf: those entries are set to 0 right after
+        weights = (sim.to(torch.float64) - top).mul_(b).exp_().masked_fill_(excluded, 0.0)
+    cdf = weights.cumsum_(dim=1)
+    return cdf.div_(cdf[:, -1:].clone())
+
+
+def _draw_inverse_cdf(cdf: torch.Tensor, k_max: int, udtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:
+    """Columns [A, k_max] (long) of k_max draws per row from the law whose normalized running sums are ``cdf``.
+
+    m = #{c : cdf_c <= u} (the first column with cdf_m > u), u uniform in [0, 1) (k_max per row, row after
+    row, in ``udtype``), so P(m) = cdf_m - cdf_{m-1} = q_m up to the rounding of the float64 running sums
+    (about B eps). A column of weight 0 has cdf_m = cdf_{m-1} exactly and is never drawn; u < 1 = cdf_{B-1}
+    keeps m <= B - 1.
+    """
+    rows = cdf.shape[0]
+    u = torch.rand(rows * k_max, generator=generator, dtype=udtype, device=cdf.device).view(rows, k_max)
+    return torch.searchsorted(cdf, u.to(torch.float64), right=True)
 
 
 def _draw(table, base, k_max, size, udtype, generator):
