@@ -5,7 +5,8 @@ Stages, in order (each writes only under the output directory ``out``):
 1. ``verify``: :func:`proofs_check.report.run_all` (symbolic checks, exact Harris checks, convex
    certificates, HUCL exploration) -> ``out/verify/results.json``.
 2. ``theory``: the data of the theory figures (:mod:`ncgeom.reproduce.theory_data`) ->
-   ``out/theory/<name>.json`` (nc values vs beta, Harris gaps, certificates, HUCL exploration).
+   ``out/theory/<name>.json`` (nc values vs beta, Harris gaps, certificates, HUCL exploration, ablation tables)
+   and the hypothesis-ablation records -> ``out/theory/ablations.json`` (a case that raises is recorded there).
 3. ``claims``: :func:`ncgeom.experiments.claims.run_claims`: each claim's sweep (run directories
    under ``out/sweeps/``, trained by ``engine``: stacks or one run at a time; a tqdm bar of runs
    done / total with an ETA) and its verdicts ->

@@ -1,8 +1,8 @@
-"""Write ``report.md`` of a reproduction: stages, verification table, claim table, figures.
+"""Write ``report.md`` of a reproduction: stages, verification table, claim table, hypothesis ablations, figures.
 
 The report is rebuilt from the files on disk alone (``reproduce.json``, ``.stages/*.json``,
-``verify/results.json``, ``claims/*.json``, ``figures/status.json``), so it can be regenerated at
-any time without recomputing anything: :func:`write_report`.
+``verify/results.json``, ``claims/*.json``, ``theory/ablations.json``, ``figures/status.json``), so it can be
+regenerated at any time without recomputing anything: :func:`write_report`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from ncgeom.experiments.claims import CLAIMS, ClaimResult, verdict_text
 from ncgeom.experiments.evaluations import INTERVAL_METHOD
 from ncgeom.figures.registry import FIGURES
 from ncgeom.reproduce.stages import STAGES, StageRecord
+from proofs_check.ablations import CASES, AblationResult
 from proofs_check.records import CheckResult
 from proofs_check.report import evidence_summary
 
-__all__ = ["write_report", "render_report", "claim_figures", "write_gallery"]
+__all__ = ["write_report", "render_report", "claim_figures", "ablation_section", "write_gallery"]
 
 THEORY = "docs/theory.md"  # the theory every statement of the report refers to (in the repository)
 
@@ -39,9 +40,9 @@ def _cell(value: Any, width: int = 160) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+def _table(header: list[str], rows: list[list[Any]], width: int = 160) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(_cell(c, width) for c in row) + " |" for row in rows]
     return lines
 
 
@@ -123,9 +124,11 @@ def render_report(out: str | Path) -> str:
               f"**{verdict_text(row)}**", claim_figures(r.claim)] for r in results for row in r.rows],
         )
 
-    lines += ["", "## Figures", ""]
     status_file = out / "figures" / "status.json"
     status = read_json(status_file) if status_file.is_file() else {}
+    lines += ["", *ablation_section(out, status)]
+
+    lines += ["", "## Figures", ""]
     for number, spec in enumerate(FIGURES, start=1):
         st = status.get(spec.name, {"status": "not run", "error": ""})
         lines.append(f"### Figure {number}: {spec.title} (`{spec.name}`)")
@@ -144,6 +147,57 @@ def render_report(out: str | Path) -> str:
         lines.append(f"{st.get('caption', spec.caption)} *Bears on:* {'; '.join(bears)}.{pdf}")
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def _ablation_row(record: AblationResult) -> list[str]:
+    if record.result == "holds":
+        winner = "-"
+    else:  # a "fails" record always carries its configuration (AblationResult); the winner is its name in words
+        winner = record.winner or "configuration in theory/ablations.json"
+    return [record.theorem, record.hypothesis, record.violation, f"**{record.result}**: {record.conclusion}", winner,
+            "-" if record.gap is None else f"{record.gap:.4g}", record.evidence]
+
+
+def ablation_section(out: str | Path, status: dict | None = None) -> list[str]:
+    """The lines of the report's "Hypothesis ablations" section, from ``out/theory/ablations.json`` alone.
+
+    One table row per :class:`proofs_check.ablations.AblationResult` (theorem, hypothesis, violation, result and
+    conclusion, winner, gap to 4 significant digits, evidence), one line per case that raised, the cases of
+    :data:`proofs_check.ablations.CASES` not run at this scale, and links to the drawn figures
+    ``fig_ablation_<case>`` (``status``: the figures stage's ``figures/status.json``).
+    """
+    out = Path(out)
+    path = out / "theory" / "ablations.json"
+    lines = ["## Hypothesis ablations", ""]
+    if not path.is_file():
+        return lines + ["_No ablation records (theory stage not run)._"]
+    data = read_json(path)
+    records = [AblationResult.from_dict(r) for r in data["ablations"]]
+    lines.append(f"Each hypothesis of Theorems 1-3 ({THEORY}, section 4) violated along a family, and the "
+                 "theorem's conclusion checked there (`proofs_check.ablations`, docs/verify.md, \"Ablations\"; "
+                 f"{'quick' if data['quick'] else 'full'} variants). *fails* is a result: the winner is the "
+                 "configuration that beats the conclusion (saved in `theory/ablations.json` with the loss values). "
+                 "Gap: the loss of the best configuration found minus that of the theorem's configuration, or the "
+                 "smallest slack of the bound (negative: the conclusion fails by that much).")
+    lines.append("")
+    if records:
+        lines += _table(["theorem", "hypothesis", "violation", "conclusion", "winner", "gap", "evidence"],
+                        [_ablation_row(r) for r in records], width=240)
+    else:
+        lines.append("_No ablation record._")
+    notes = [f"- ERROR: {_cell(e, 300)}" for e in data["errors"]]
+    not_run = [c for c in CASES if c not in data["cases"]]
+    if not_run:
+        notes.append(f"- Cases not run in this reproduction: {', '.join(not_run)} (the tiny scale skips the slow "
+                     "ones: ncgeom.reproduce.theory_data.NOT_AT_TINY).")
+    status = status or {}
+    drawn = [(number, spec) for number, spec in enumerate(FIGURES, start=1)
+             if spec.name in {f"fig_ablation_{c}" for c in CASES} and status.get(spec.name, {}).get("status") == "done"
+             and (out / "figures" / f"{spec.name}.png").exists()]
+    if drawn:
+        notes.append("- Figures: " + "; ".join(f"[Figure {number}: {spec.title}](figures/{spec.name}.png)"
+                                               for number, spec in drawn) + ".")
+    return lines + ([""] + notes if notes else [])
 
 
 def _short_details(details: Any, limit: int = 4) -> str:

@@ -11,21 +11,27 @@
 - ``hucl_thresholds.json``: the HUCL thresholds by dimension, beta_loc(C, d) and beta_sw(C, d), with the
   smallest Hessian eigenvalue at NC vs beta, and the thresholds of the claim-3 batch objective
   (docs/results.md, "HUCL thresholds by dimension"; proofs_check.hucl).
-- ``ablation_dimension.json``: the best configuration of C class means in d < C - 1 dimensions and its gap
-  to the ETF bound, per setting, C and d (docs/results.md, "Below C - 1 dimensions and dependent
-  positives"; proofs_check.ablations.dimension).
-- ``ablation_imbalance.json``: the best collapsed configuration under the prior (r, 1, ..., 1)/(r + C - 1) vs r,
-  its gap to the ETF and the minority-merge ratio (docs/results.md, "Imbalanced classes";
-  proofs_check.ablations.imbalance).
+- ``ablations.json``: ``{"ablations": [record, ...], "errors": [...], "quick", "cases"}``, the records of the
+  hypothesis-ablation registry (:func:`proofs_check.ablations.run_ablations`; records:
+  :meth:`proofs_check.ablations.AblationResult.to_dict`; docs/verify.md, "Ablations"), one error line per case
+  that raised (the same text as ``ncgeom verify --ablations``; the other cases still run). Computed by
+  :func:`ablation_data`.
+- ``ablation_<case>.json``: the table behind the records of each case module that exposes
+  ``ablations_with_table(*, quick) -> (records, table)``, from the same search as its records (the data of
+  ``fig_ablation_<case>``): ``ablation_dimension.json``, the best configuration of C class means in d < C - 1
+  dimensions and its gap to the ETF bound, per setting, C and d (docs/results.md, "Below C - 1 dimensions and
+  dependent positives"; proofs_check.ablations.dimension); ``ablation_imbalance.json``, the best collapsed
+  configuration under the prior (r, 1, ..., 1)/(r + C - 1) vs r, its gap to the ETF and the minority-merge ratio
+  (docs/results.md, "Imbalanced classes"; proofs_check.ablations.imbalance).
 
-Each file is computed only if absent (resumable) and written atomically. Figure scripts read these
-files and never recompute them.
+Each file is computed only if absent (resumable; ``ablations.json`` also when it lists errors) and written
+atomically. Figure scripts read these files and never recompute them.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -35,8 +41,7 @@ from ncgeom.population import FiniteLatentModel, population_loss
 from ncgeom.reproduce.scales import ScaleParameters
 from ncgeom.theory import collision_probability, nc_value
 from ncgeom.vocabulary import SETTINGS, PsiName, hard_setting
-from proofs_check.ablations.dimension import dimension_table
-from proofs_check.ablations.imbalance import imbalance_table
+from proofs_check.ablations import CASES, AblationResult, load_case, run_ablations
 from proofs_check.hucl import check_hucl, check_threshold_table
 from proofs_check.hucl.batch import batch_thresholds
 from proofs_check.hucl.checkers import TAU, claim3_geometry
@@ -49,18 +54,22 @@ __all__ = [
     "certificate_table",
     "hucl_exploration",
     "hucl_thresholds",
+    "ablation_data",
     "compute_all",
     "THEORY_FILES",
     "NOT_AT_TINY",
+    "ABLATIONS",
 ]
 
 HUCL_CURVE_BETAS: tuple[float, ...] = tuple(round(0.05 * i, 10) for i in range(61))  # 0..3: every threshold is below 2.4
-#: Theory files not computed at the test scale (25-40 s each even in their quick form); their figures then
-#: report "no data" (fig_<name>).
-NOT_AT_TINY: tuple[str, ...] = ("ablation_imbalance",)
+#: Theory files, and ablation cases ``ablation_<case>`` (:data:`proofs_check.ablations.CASES`), not computed at the
+#: test scale (7-40 s of CPU each even in their quick form); their figures then report "no data" (fig_<name>).
+NOT_AT_TINY: tuple[str, ...] = ("ablation_imbalance", "ablation_positives", "ablation_negatives")
+#: The file of the ablation records (``theory/ablations.json``).
+ABLATIONS = "ablations"
 THEORY_FILES: tuple[str, ...] = (
     "nc_values", "harris_gap", "certificates", "hucl_exploration", "hucl_thresholds", "ablation_dimension",
-    "ablation_imbalance",
+    "ablation_imbalance", ABLATIONS,
 )
 
 
@@ -262,23 +271,14 @@ def compute_all(directory: Path, *, scale: ScaleParameters, verify_results: Path
         "hucl_thresholds": lambda: hucl_thresholds(
             verify_results=verify_results, quick=scale.verify != "full", claim3=claim3(), batch=scale.name != "tiny"
         ),
-        "ablation_dimension": lambda: dimension_table(quick=scale.verify != "full"),
-        "ablation_imbalance": lambda: imbalance_table(quick=scale.verify != "full"),
     }
-    if scale.name == "tiny":
-        for name in NOT_AT_TINY:
-            del jobs[name]
     summary: dict = {"computed": [], "skipped": []}
     failed = []
     for name, job in jobs.items():
         path = directory / f"{name}.json"
-        if path.exists() and not force:
-            try:
-                read_json(path)
-                summary["skipped"].append(name)
-                continue
-            except ValueError:
-                pass  # unreadable: recompute
+        if _kept(path, force):
+            summary["skipped"].append(name)
+            continue
         try:
             atomic_write_json(path, job())
             summary["computed"].append(name)
@@ -286,6 +286,83 @@ def compute_all(directory: Path, *, scale: ScaleParameters, verify_results: Path
         except Exception as exc:
             failed.append(f"{name}: {exc.__class__.__name__}: {' '.join(str(exc).split())}"[:300])
             log(f"  theory/{name} FAILED: {failed[-1]}")
+    cases = tuple(c for c in CASES if scale.name != "tiny" or f"ablation_{c}" not in NOT_AT_TINY)
+    ablated = ablation_data(directory, quick=scale.verify != "full", cases=cases, force=force, log=log)
+    for key in ("computed", "skipped"):
+        summary[key] += ablated[key]
+    failed += ablated["failed"]
     if failed:
         summary["failed"] = failed
+    return summary
+
+
+def _kept(path: Path, force: bool) -> bool:
+    """True when ``path`` holds readable JSON and ``force`` is off: the file is kept, not recomputed."""
+    if force or not path.exists():
+        return False
+    try:
+        read_json(path)
+    except ValueError:
+        return False  # unreadable: recompute
+    return True
+
+
+def ablation_data(directory: Path, *, quick: bool, cases: Sequence[str] = CASES, force: bool = False,
+                  log: Callable[[str], None] = print) -> dict:
+    """Write ``ablations.json`` (the records of ``cases``) and ``ablation_<case>.json`` (the tables) under ``directory``.
+
+    A case module that exposes ``ablations_with_table(*, quick) -> (records, table)`` gives its records and its
+    table from one search (both files are written from it); the others run through
+    :func:`proofs_check.ablations.run_ablations`. A case that raises (or returns something other than
+    AblationResult records) is recorded in ``errors`` of ``ablations.json`` and in the returned ``failed``; the
+    other cases still run. ``ablations.json`` is kept when readable and free of errors (unless ``force``); a
+    table is kept when present, unless the records are recomputed (then both come from the same search).
+
+    Returns ``{"computed": [file stems], "skipped": [file stems], "failed": [one line per error]}``.
+    """
+    directory = Path(directory)
+    records_path = directory / f"{ABLATIONS}.json"
+    redo_records = not _kept(records_path, force) or bool(read_json(records_path).get("errors"))
+    summary: dict = {"computed": [], "skipped": [], "failed": []}
+    records: list[AblationResult] = []
+    errors: list[str] = []
+
+    def on_error(case: str, exc: BaseException) -> None:
+        errors.append(f"proofs_check.ablations.{case}: {exc!r}")  # the line of ncgeom verify --ablations
+        log(f"  theory/{ABLATIONS}: case {case} FAILED: {errors[-1]}")
+
+    for case in cases:
+        try:
+            with_table = getattr(load_case(case), "ablations_with_table", None)
+        except Exception as exc:  # noqa: BLE001 - a missing case is recorded, the others still run
+            on_error(case, exc)
+            continue
+        if with_table is None:
+            if redo_records:
+                records += run_ablations(quick=quick, cases=(case,), on_error=on_error)
+            continue
+        name = f"ablation_{case}"
+        if not redo_records and _kept(directory / f"{name}.json", force):
+            summary["skipped"].append(name)
+            continue
+        try:
+            found, table = with_table(quick=quick)
+            bad = sorted({type(r).__name__ for r in found if not isinstance(r, AblationResult)})
+            if bad:
+                raise TypeError(f"{case}.ablations_with_table() returned {', '.join(bad)}, not AblationResult")
+        except Exception as exc:  # noqa: BLE001 - recorded, the other cases still run
+            on_error(case, exc)
+            continue
+        atomic_write_json(directory / f"{name}.json", table)
+        summary["computed"].append(name)
+        log(f"  theory/{name}.json written")
+        records += found
+    if redo_records:
+        atomic_write_json(records_path, {"ablations": [r.to_dict() for r in records], "errors": errors,
+                                         "quick": bool(quick), "cases": list(cases)})
+        summary["computed"].append(ABLATIONS)
+        log(f"  theory/{ABLATIONS}.json written ({len(records)} records, {len(errors)} errors)")
+    else:
+        summary["skipped"].append(ABLATIONS)
+    summary["failed"] = [f"{ABLATIONS}: {e}"[:300] for e in errors]
     return summary

@@ -56,6 +56,7 @@ __all__ = [
     "best_configuration",
     "dimension_table",
     "ablations",
+    "ablations_with_table",
 ]
 
 BETA = 5.0  # hardness of the HSCL ablation
@@ -230,6 +231,12 @@ def ablations(*, quick: bool) -> list[AblationResult]:
     The record's configuration and values are those of C = 4, d = 2 (the smallest violation); ``gap`` is the
     smallest best - bound over d < C - 1 (> 0: the bound is not attained anywhere tried).
     """
+    return ablations_with_table(quick=quick)[0]
+
+
+def ablations_with_table(*, quick: bool) -> tuple[list[AblationResult], dict[str, Any]]:
+    """The records of :func:`ablations` and the :func:`dimension_table` they summarize, from one search (the
+    reproduction saves both: ``theory/ablations.json`` and ``theory/ablation_dimension.json``)."""
     t0 = time.perf_counter()
     table = dimension_table(quick=quick)
     seconds = (time.perf_counter() - t0) / len(_SETTINGS_ABLATED)
@@ -265,7 +272,7 @@ def ablations(*, quick: bool) -> list[AblationResult]:
                      "seed": table["seed"], "quick": quick},
             seconds=seconds,
         ))
-    return out
+    return out, table
 
 
 def _cli() -> None:  # pragma: no cover - manual inspection: python -m proofs_check.ablations.dimension

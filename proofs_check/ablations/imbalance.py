@@ -57,7 +57,7 @@ from proofs_check.hucl.search import multistart
 __all__ = [
     "PRIOR_FAMILY", "BETAS", "TAU", "SEED", "START_NOISE", "MERGE_TOL", "RATIO_TOL", "QUICK_RATIO_TOL", "SEARCH_TOL",
     "imbalanced_prior", "collapsed_loss", "population_value", "etf_value", "etf_criticality_defect",
-    "merge_ratio", "merged_configuration", "best_configuration", "imbalance_table", "ablations",
+    "merge_ratio", "merged_configuration", "best_configuration", "imbalance_table", "ablations", "ablations_with_table",
 ]
 
 PRIOR_FAMILY = "lambda(r) = (r, 1, ..., 1)/(r + C - 1) (one majority class, class 0)"
@@ -291,6 +291,12 @@ def ablations(*, quick: bool) -> list[AblationResult]:
     Configuration and values are those of the first (C, d) of the grid (C = 4, d = 3) at the largest r; the
     details hold every curve, r* (exact: 1), the r_mc bracket (searched) and r_loc (closed form, beta = 0).
     """
+    return ablations_with_table(quick=quick)[0]
+
+
+def ablations_with_table(*, quick: bool) -> tuple[list[AblationResult], dict[str, Any]]:
+    """The records of :func:`ablations` and the :func:`imbalance_table` they summarize, from one search (the
+    reproduction saves both: ``theory/ablations.json`` and ``theory/ablation_imbalance.json``)."""
     t0 = time.perf_counter()
     table = imbalance_table(quick=quick)
     seconds = (time.perf_counter() - t0) / len(_SETTINGS_ABLATED)
@@ -333,7 +339,7 @@ def ablations(*, quick: bool) -> list[AblationResult]:
                 "seed": table["seed"], "quick": quick},
             seconds=seconds,
         ))
-    return out
+    return out, table
 
 
 def _cli() -> None:  # pragma: no cover - manual inspection: python -m proofs_check.ablations.imbalance
