@@ -6,6 +6,8 @@
 - :class:`LinearEncoder`, :class:`MLPEncoder`: maps inputs [N, D] to [N, d].
 - :class:`Normalize`: ``none`` / ``ball`` (z / max(1, ||z||)) / ``sphere`` (z / ||z||), docs/theory.md
   section 1, via :func:`ncgeom.geometry.normalize`; every encoder ends with one.
+- :func:`build_model` also builds the ResNet encoders of :mod:`ncgeom.resnet` (``RESNET_KINDS``, for the
+  image data sets of docs/images.md).
 
 Initialization never touches torch's global RNG: weights are created uninitialized and filled from an
 explicit ``torch.Generator`` (random) or ``numpy.random.Generator`` (near-NC ETF).
@@ -22,7 +24,7 @@ from torch import nn
 
 from ncgeom.geometry import normalize, simplex_etf
 from ncgeom.validate import require_choice, require_int, require_real
-from ncgeom.vocabulary import MODEL_KINDS, NORMALIZATIONS, ModelKind, Normalization
+from ncgeom.vocabulary import MODEL_KINDS, NORMALIZATIONS, RESNET_KINDS, ModelKind, Normalization, ResNetKind
 
 __all__ = [
     "Normalize",
@@ -153,16 +155,26 @@ class MLPEncoder(nn.Module):
         return self.norm(self.net(x))
 
 
-def build_model(kind: ModelKind, *, dim: int, norm: Normalization = "sphere", num_samples: int | None = None,
+def build_model(kind: ModelKind | ResNetKind, *, dim: int, norm: Normalization = "sphere", num_samples: int | None = None,
                 input_dim: int | None = None, labels=None, hidden_dim: int = 128, depth: int = 2,
                 init: _Init = "random", init_scale: float = 1.0, init_noise: float = 0.1,
                 generator: torch.Generator, rng: np.random.Generator | None = None,
                 dtype=torch.float32) -> nn.Module:
-    """Build an encoder by name. ``init='near_nc'`` (unconstrained only) needs ``labels`` and ``rng``."""
-    kind = require_choice("model", kind, MODEL_KINDS)
+    """Build an encoder by name. ``init='near_nc'`` (unconstrained only) needs ``labels`` and ``rng``.
+
+    ``kind`` in ``RESNET_KINDS``: :class:`ncgeom.resnet.ResNetEncoder` (the authors' MLP head) of ``dim``
+    outputs, drawn from ``generator``; ``num_samples``, ``input_dim``, ``hidden_dim``, ``depth`` and the
+    init options do not apply to it.
+    """
+    kind = require_choice("model", kind, MODEL_KINDS + RESNET_KINDS)
     init = require_choice("init", init, _INITS)
     if init == "near_nc" and kind != "unconstrained":
         raise ValueError("init='near_nc' is defined for model='unconstrained' only")
+    if kind in RESNET_KINDS:
+        # ncgeom.resnet imports Normalize from this module: importing it at the top would be a cycle
+        from ncgeom.resnet import ResNetEncoder
+
+        return ResNetEncoder(kind=kind, dim=dim, norm=norm, generator=generator, dtype=dtype)
     if kind == "unconstrained":
         if init == "near_nc":
             if labels is None or not isinstance(rng, np.random.Generator):

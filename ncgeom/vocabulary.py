@@ -145,8 +145,10 @@ ImageDataset = Literal["cifar10", "cifar100", "stl10", "imagefolder"]
 IMAGE_DATASETS: tuple[ImageDataset, ...] = ("cifar10", "cifar100", "stl10", "imagefolder")
 ResNetKind = Literal["resnet18", "resnet34", "resnet50"]
 RESNET_KINDS: tuple[ResNetKind, ...] = ("resnet18", "resnet34", "resnet50")
-PositivesKind = Literal["label", "noise"]
-POSITIVES: tuple[PositivesKind, ...] = ("label", "noise")
+# label: same-class samples; noise: x + sigma_p eps (synthetic inputs); augment: two SimCLR views of an image
+# (image data sets, docs/images.md). noise and augment batches are labelled by instance ids.
+PositivesKind = Literal["label", "noise", "augment"]
+POSITIVES: tuple[PositivesKind, ...] = ("label", "noise", "augment")
 
 # How much computation a sweep or a reproduction spends: ``tiny`` (tests, seconds), ``quick`` (the
 # default, minutes on two cores), ``full`` (the paper-scale settings, CPU-hours).

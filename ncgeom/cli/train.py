@@ -3,6 +3,11 @@
 Writes DIR/config.json (config + provenance), DIR/history.jsonl (one line per epoch) and
 DIR/summary.json (final metrics under "final", plus "nc_value") with ``--out DIR``. A tqdm bar is shown
 on a terminal unless ``--quiet``. Exit codes: 0 completed, 1 diverged (non-finite loss), 2 bad input.
+
+Image data sets (``--dataset cifar10|cifar100|stl10|imagefolder --data-dir DIR --model resnet18``,
+docs/experiments.md "Image data sets"): ``--classes`` defaults to the data set's class count (an ImageFolder
+tree's class folders); ``--download`` first fetches the official archive of cifar10, cifar100 or stl10
+into --data-dir (md5-checked; never without the flag); ``--resume`` continues from --out's checkpoint.pt.
 """
 
 from __future__ import annotations
@@ -18,13 +23,14 @@ from typing import Any
 from ncgeom.atomic_io import dumps_json
 from ncgeom.experiments.config import config_fields, config_from_dict, field_type_error
 from ncgeom.validate import require_int
+from ncgeom.vocabulary import IMAGE_DATASETS
 
 __all__ = ["register", "add_config_options", "config_values", "MAX_CONFIG_BYTES"]
 
 #: Largest --config file read (bytes): a config is a few dozen short fields.
 MAX_CONFIG_BYTES = 2**20
 
-_SPECIAL_TYPES = {"num_negatives": "int_or_batch", "dim": int}
+_SPECIAL_TYPES = {"num_negatives": "int_or_batch", "dim": int, "data_dir": str}
 
 
 def _int_or_batch(text: str):
@@ -69,6 +75,12 @@ def register(subparsers) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--threads", type=int, default=1, metavar="N",
                         help="CPU threads for torch and BLAS, at most the CPU count [1]")
+    parser.add_argument("--resume", action="store_true",
+                        help="image data sets: continue the run in --out from its checkpoint.pt (same config; "
+                             "--epochs may grow)")
+    parser.add_argument("--download", action="store_true",
+                        help="cifar10, cifar100, stl10: first fetch the official archive into --data-dir "
+                             "(torchvision's URL and md5; skipped when the files are there)")
     add_config_options(parser)
     parser.set_defaults(func=_handler)
 
@@ -104,6 +116,28 @@ def _load_file(path: str) -> dict:
     return data
 
 
+def _download(values: dict, *, progress: bool) -> None:
+    """--download: the official archive of values' dataset into its data_dir (ValueError otherwise)."""
+    from ncgeom.data.download import ARCHIVES, download_image_data
+
+    dataset, data_dir = values.get("dataset"), values.get("data_dir")
+    if dataset not in ARCHIVES:
+        raise ValueError(f"--download fetches {', '.join(ARCHIVES)} (official archives), got --dataset {dataset}")
+    if not isinstance(data_dir, str):
+        raise ValueError("--download needs --data-dir DIR, the folder to fetch the archive into")
+    download_image_data(dataset, data_dir, progress=progress)
+
+
+def _fill_image_classes(values: dict) -> None:
+    """An image data set without --classes: the data set's class count (read from an ImageFolder tree)."""
+    dataset, data_dir = values.get("dataset"), values.get("data_dir")
+    if "classes" in values or dataset not in IMAGE_DATASETS or not isinstance(data_dir, str):
+        return  # a missing data_dir is reported by the Config, naming the field
+    from ncgeom.experiments.image_train import image_class_count
+
+    values["classes"] = image_class_count(dataset, data_dir)
+
+
 def _number(value, digits: int) -> str:
     """``value`` with ``digits`` significant digits (%g: never drops an exponent), or "n/a" when missing."""
     return "n/a" if value is None else f"{value:.{digits}g}"
@@ -113,6 +147,11 @@ def _handler(args: argparse.Namespace) -> int:
     require_int("--threads", args.threads, min_value=1, max_value=os.cpu_count() or 1)
     values = _load_file(args.config) if args.config else {}
     values.update(config_values(args))
+    if args.resume and not args.out:
+        raise ValueError("--resume needs --out DIR, the run directory that holds checkpoint.pt")
+    if args.download:
+        _download(values, progress=not args.quiet and sys.stderr.isatty())
+    _fill_image_classes(values)
     # ValueError (naming the field; sizes bounded by the memory budget, ncgeom.budget) -> exit 2, before
     # any allocation and before --out is created
     config = config_from_dict(values)
@@ -121,7 +160,7 @@ def _handler(args: argparse.Namespace) -> int:
     from ncgeom.threads import limit_cpu_threads
 
     limit_cpu_threads(args.threads)
-    result = run(config, out_dir=args.out, progress=not args.quiet and sys.stderr.isatty())
+    result = run(config, out_dir=args.out, progress=not args.quiet and sys.stderr.isatty(), resume=args.resume)
     if args.json:
         print(dumps_json(result.summary(), indent=1))
     else:
@@ -133,7 +172,8 @@ def _handler(args: argparse.Namespace) -> int:
         print(" | ".join(f"{k} {f.value(k):.4g}" for k in ("etf_distance", "within_class", "nc1", "unit_norm", "rankme")
                          if isinstance(f.value(k), float)))
         if args.out:
-            print(f"written: {args.out}/config.json, history.jsonl, summary.json")
+            extra = ", checkpoint.pt" if config.is_image else ""
+            print(f"written: {args.out}/config.json, history.jsonl, summary.json{extra}")
     if result.status != "completed":
         print(f"ncgeom train: error: {result.message}", file=sys.stderr)
         return 1

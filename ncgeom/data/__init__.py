@@ -7,10 +7,16 @@
   (SimCLR-style) batch that feeds noise positives to the label-based batch loss.
 - :mod:`ncgeom.data.batches`: class-balanced batch sampling.
 - :mod:`ncgeom.data.digits`: scikit-learn's bundled digits (offline real data, docs/theory.md section 9 claim 5).
+- :mod:`ncgeom.data.images`: CIFAR-10/100, STL-10 and ImageFolder readers and look-alike writers
+  (docs/images.md); :mod:`ncgeom.data.augment`: the SimCLR augmentations on batches of images;
+  :mod:`ncgeom.data.download`: the official archives, fetched and checked (``ncgeom train --download``).
+  Their names are imported on first use (Pillow, torch), so ``import ncgeom.data`` stays light.
 
 All randomness comes from an explicit ``numpy.random.Generator`` (``rng=``) or ``torch.Generator``
 (``generator=``).
 """
+
+import importlib
 
 from ncgeom.data.batches import class_balanced_batches, class_balanced_counts
 from ncgeom.data.digits import digits_class_sizes, digits_train_size, load_digits_data
@@ -33,4 +39,31 @@ __all__ = [
     "two_view_batch",
     "class_balanced_counts",
     "class_balanced_batches",
+    "ImageData",
+    "load_image_data",
+    "write_image_folder",
+    "write_cifar_like",
+    "write_stl10_like",
+    "simclr_augment",
+    "two_views",
+    "standardize",
+    "download_image_data",
 ]
+
+# name -> module: imported on first use (Pillow for the readers, torch for the augmentations)
+_LAZY = {
+    **dict.fromkeys(("ImageData", "load_image_data", "write_image_folder", "write_cifar_like", "write_stl10_like"),
+                    "ncgeom.data.images"),
+    **dict.fromkeys(("simclr_augment", "two_views", "standardize"), "ncgeom.data.augment"),
+    "download_image_data": "ncgeom.data.download",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'ncgeom.data' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _LAZY.keys())

@@ -29,25 +29,30 @@ from ncgeom.vocabulary import (
     CONVENTIONS,
     DATASETS,
     ESTIMATORS,
+    IMAGE_DATASETS,
     MODEL_KINDS,
     NORMALIZATIONS,
     POSITIVES,
     PSI_NAMES,
+    RESNET_KINDS,
     SETTINGS,
     Backend,
     Convention,
     Dataset,
     Estimator,
+    ImageDataset,
     ModelKind,
     Normalization,
     PositivesKind,
     PsiName,
+    ResNetKind,
     Setting,
     device_type,
 )
 
 __all__ = ["Config", "config_fields", "config_from_dict", "field_type_error", "field_kind", "expected_type",
-           "COUPLED_FIELDS", "LATE_FIELDS", "MAX_CLASSES", "MAX_TRAIN_SAMPLES", "MAX_EPOCHS"]
+           "COUPLED_FIELDS", "LATE_FIELDS", "IMAGE_FIELDS", "IMAGE_CLASS_COUNTS", "MAX_CLASSES", "MAX_TRAIN_SAMPLES",
+           "MAX_EPOCHS"]
 
 #: Structural limits, the same on every machine (the memory budget is checked when a run starts): a
 #: simplex ETF of C classes needs d >= C - 1, and C = 10^6 classes is far beyond any experiment of the
@@ -58,10 +63,17 @@ MAX_TRAIN_SAMPLES = 100_000_000
 MAX_EPOCHS = 1_000_000
 
 #: Fields added after runs had been saved: written by Config.to_dict only when they differ from their default.
-LATE_FIELDS: frozenset[str] = frozenset({"convention", "device"})
+LATE_FIELDS: frozenset[str] = frozenset({"convention", "device", "data_dir", "workers", "precision",
+                                         "checkpoint_every", "eval_batch_size"})
+#: The fields that only image runs read (docs/experiments.md, "Image data sets"): refused away from their
+#: defaults for the synthetic data sets.
+IMAGE_FIELDS: tuple[str, ...] = ("data_dir", "workers", "precision", "checkpoint_every", "eval_batch_size")
+#: The class count of each image data set whose count is fixed (ImageFolder: the sub-folders of train/).
+IMAGE_CLASS_COUNTS: dict[str, int] = {"cifar10": 10, "cifar100": 100, "stl10": 10}
 
 INITS: tuple[str, ...] = ("random", "near_nc")
 DTYPES: tuple[str, ...] = ("float32", "float64")
+PRECISIONS: tuple[str, ...] = ("float32", "bf16")
 
 
 def _f(default, help: str, **meta):
@@ -89,8 +101,8 @@ class Config:
     norm: Normalization = _f(
         "sphere", "feature normalization: none, ball (clip to the unit ball) or sphere; the theorems need ball or sphere", choices=NORMALIZATIONS)
     dim: int | None = _f(None, "embedding dimension d >= 1; default C - 1, the smallest d with a simplex ETF (the DC-prone setup)", kind="int_or_none")
-    model: ModelKind = _f(
-        "unconstrained", "encoder: unconstrained (one free vector per sample, the NC-literature model), linear or mlp", choices=MODEL_KINDS)
+    model: ModelKind | ResNetKind = _f(
+        "unconstrained", "encoder: unconstrained (one free vector per sample, the NC-literature model), linear or mlp; for image data sets resnet18, resnet34 or resnet50 (CIFAR stem, docs/images.md)", choices=MODEL_KINDS + RESNET_KINDS)
     hidden_dim: int = _f(128, "MLP hidden width (model='mlp')")
     depth: int = _f(2, "MLP number of linear layers >= 1 (model='mlp')")
     init: Literal["random", "near_nc"] = _f(
@@ -98,9 +110,9 @@ class Config:
     init_scale: float = _f(1.0, "typical norm of a random unconstrained feature (random init)")
     init_noise: float = _f(0.1, "norm of the noise added to the ETF (init='near_nc')")
     # --- data (docs/theory.md, section 1)
-    dataset: Dataset = _f(
-        "gaussian", "gaussian (latent-class Gaussian mixture) or digits (scikit-learn's bundled 8x8 digits, offline)", choices=DATASETS)
-    classes: int = _f(10, "number of latent classes C >= 2 (digits: <= 10)")
+    dataset: Dataset | ImageDataset = _f(
+        "gaussian", "gaussian (latent-class Gaussian mixture), digits (scikit-learn's bundled 8x8 digits, offline), or an image data set read from data_dir: cifar10, cifar100, stl10, imagefolder (docs/images.md)", choices=DATASETS + IMAGE_DATASETS)
+    classes: int = _f(10, "number of latent classes C >= 2 (digits: <= 10; cifar10, stl10: 10; cifar100: 100; imagefolder: the class folders, which ncgeom train reads when --classes is not given)")
     samples_per_class: int = _f(50, "training samples per class on average (gaussian); 50 as in the speed target")
     test_per_class: int = _f(50, "test samples per class (gaussian); used for test NCC accuracy")
     input_dim: int = _f(32, "input dimension D of the Gaussian mixture (linear/mlp models)")
@@ -109,7 +121,7 @@ class Config:
     imbalance: float = _f(1.0, "lambda_max / lambda_min of a geometric class prior; 1 = balanced (the theorems' assumption)")
     test_fraction: float = _f(0.3, "held-out fraction per class (digits)")
     positives: PositivesKind = _f(
-        "label", "positives: label (same-class samples, conditionally independent) or noise (x + noise_scale * eps, instance ids)", choices=POSITIVES)
+        "label", "positives: label (same-class samples, conditionally independent), noise (x + noise_scale * eps, instance ids; synthetic inputs) or augment (two SimCLR views of each image, instance ids; image data sets)", choices=POSITIVES)
     noise_scale: float = _f(0.1, "sigma_p of the additive Gaussian noise positives (positives='noise')")
     # --- optimization
     epochs: int = _f(100, "number of epochs (an epoch is ceil(N / batch_size) class-balanced batches); 100 reach NC at the defaults")
@@ -122,6 +134,14 @@ class Config:
         "cpu", "torch device of the training: cpu, cuda or cuda:N (docs/experiments.md, 'Devices'); metrics are computed on the CPU", kind="device")
     metrics_every: int = _f(1, "compute the metrics every this many epochs (and at the last epoch)")
     seed: int = _f(0, "seed of every random draw (data, initialization, batches, sampled negatives)")
+    # --- image data sets (docs/images.md; docs/experiments.md, "Image data sets"); refused for gaussian/digits
+    data_dir: str | None = _f(
+        None, "folder holding the image data set (the layouts of docs/images.md); required for cifar10, cifar100, stl10 and imagefolder", kind="path_or_none")
+    workers: int = _f(0, "image runs: processes decoding an ImageFolder too large to hold in memory (read lazily); 0 decodes in the training process")
+    precision: Literal["float32", "bf16"] = _f(
+        "float32", "image runs: float32, or bf16 (autocast of the ResNet's forward to bfloat16; CUDA only, the loss and the metrics stay in float32/float64)", choices=PRECISIONS)
+    checkpoint_every: int = _f(0, "image runs: write checkpoint.pt every this many epochs (0: only at the end); --resume continues from it")
+    eval_batch_size: int = _f(512, "image runs: images per forward pass of an evaluation (bounds its memory; the metrics do not depend on it beyond rounding)")
 
     def __post_init__(self):
         _validate(self)
@@ -132,8 +152,15 @@ class Config:
         return self.dim if self.dim is not None else self.classes - 1
 
     @property
+    def is_image(self) -> bool:
+        """True for an image data set (``IMAGE_DATASETS``: files in ``data_dir``, a ResNet encoder)."""
+        return self.dataset in IMAGE_DATASETS
+
+    @property
     def num_train(self) -> int:
-        """Number of training samples the data will have."""
+        """Number of training samples the data will have (ValueError for an image data set: known once read)."""
+        if self.is_image:
+            raise ValueError(f"dataset {self.dataset!r}: the number of training images is known once {self.data_dir} is read")
         if self.dataset == "digits":
             return digits_train_size(num_classes=self.classes, test_fraction=self.test_fraction)
         return self.classes * self.samples_per_class
@@ -162,7 +189,7 @@ def config_fields() -> tuple[dataclasses.Field, ...]:
 
 
 def field_kind(f: dataclasses.Field) -> str:
-    """The type of a field's values: "choice", "device", "bool", "int", "real", "int_or_none" or "int_or_batch"."""
+    """The type of a field's values: "choice", "device", "bool", "int", "real", "int_or_none", "int_or_batch" or "path_or_none"."""
     if "kind" in f.metadata:
         return f.metadata["kind"]
     if "choices" in f.metadata:
@@ -173,7 +200,8 @@ def field_kind(f: dataclasses.Field) -> str:
 _KIND_TEXT = {"choice": ("a string", "strings"), "device": ("a string", "strings"),
               "bool": ("true or false", "true/false values"),
               "int": ("an integer", "integers"), "real": ("a number", "numbers"),
-              "int_or_none": ("an integer", "integers"), "int_or_batch": ("an integer or 'batch'", "integers or 'batch'")}
+              "int_or_none": ("an integer", "integers"), "int_or_batch": ("an integer or 'batch'", "integers or 'batch'"),
+              "path_or_none": ("a folder path (a string)", "folder paths (strings)")}
 
 
 def expected_type(name: str, *, many: bool = False) -> str:
@@ -198,6 +226,7 @@ def field_type_error(name: str, value: Any, *, many: bool = False) -> str | None
         "real": integral or isinstance(value, float),
         "int_or_none": integral or value is None,
         "int_or_batch": integral or value == "batch",
+        "path_or_none": isinstance(value, str) or value is None,
     }[kind]
     if ok:
         return None
@@ -233,6 +262,7 @@ COUPLED_FIELDS: frozenset[str] = frozenset({
     "estimator", "psi", "num_negatives", "dataset", "classes", "init", "model", "dim", "positives",
     "samples_per_class", "test_per_class", "input_dim", "batch_size", "imbalance", "test_fraction", "dtype",
     "hidden_dim", "depth", "epochs", "metrics_every", "convention", "backend",
+    "device", "data_dir", "workers", "precision", "checkpoint_every", "eval_batch_size",
 })
 
 
@@ -268,7 +298,19 @@ _FIELD_CHECKS: dict[str, Callable[[Any], object]] = {
     "metrics_every": lambda v: require_int("metrics_every", v, min_value=1),
     "seed": lambda v: require_int("seed", v, min_value=0),
     "device": lambda v: device_type(v, name="device"),
+    "data_dir": lambda v: v is None or _require_path("data_dir", v),
+    "workers": lambda v: require_int("workers", v, min_value=0, max_value=1024),
+    "checkpoint_every": lambda v: require_int("checkpoint_every", v, min_value=0, max_value=MAX_EPOCHS),
+    "eval_batch_size": lambda v: require_int("eval_batch_size", v, min_value=1, max_value=2**20),
 }
+
+
+def _require_path(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise ValueError(f"{name} must be a folder path (a non-empty string), got {value!r}")
+    return value
+
+
 _VALID: set[tuple[str, type, Any]] = set()  # (field, type, value) already checked; bounded below
 _VALID_MAX = 100_000
 
@@ -305,6 +347,10 @@ def _validate(c: Config) -> None:
                          "implements convention='theory' only")
     if c.estimator == "sampled" and c.num_negatives == "batch":
         raise ValueError("num_negatives must be an integer with estimator='sampled', got 'batch'")
+    if c.is_image:
+        _validate_image(c)
+        return
+    _refuse_image_fields(c)
     classes = require_int("classes", c.classes, min_value=2, max_value=10 if c.dataset == "digits" else MAX_CLASSES)
     if c.init == "near_nc":
         if c.model != "unconstrained":
@@ -325,6 +371,50 @@ def _validate(c: Config) -> None:
             f"batch_size {c.batch_size} needs {per_class} samples of a class per class-balanced batch, "
             f"but the smallest class has {smallest} training samples"
         )
+
+
+def _validate_image(c: Config) -> None:
+    """The rules of an image run (docs/experiments.md, "Image data sets"); sizes are checked against the data
+    when the run reads it (:mod:`ncgeom.experiments.image_train`)."""
+    if c.model not in RESNET_KINDS:
+        raise ValueError(f"model must be one of {', '.join(RESNET_KINDS)} for the image data set {c.dataset!r}, "
+                         f"got {c.model!r}")
+    if c.data_dir is None:
+        raise ValueError(f"data_dir is required for the image data set {c.dataset!r} (the folder of docs/images.md's "
+                         "layouts; ncgeom train --download fetches cifar10, cifar100 and stl10 into it)")
+    expected = IMAGE_CLASS_COUNTS.get(c.dataset)
+    if expected is not None and c.classes != expected:
+        raise ValueError(f"classes must be {expected} for dataset {c.dataset!r} (its class count), got {c.classes}")
+    require_int("classes", c.classes, min_value=2, max_value=MAX_CLASSES)
+    if c.init != "random":
+        raise ValueError(f"init={c.init!r} needs model='unconstrained'; a ResNet starts from its random initialization")
+    if c.workers and c.dataset != "imagefolder":
+        raise ValueError(f"workers applies to dataset 'imagefolder' (decoding image files), got workers={c.workers} "
+                         f"with dataset={c.dataset!r}, which is read into memory")
+    if c.positives == "noise":
+        raise ValueError("positives='noise' perturbs the vector inputs of gaussian/digits; image data sets take "
+                         "positives 'label' or 'augment' (two SimCLR views)")
+    if c.precision == "bf16":
+        if device_type(c.device) != "cuda":
+            raise ValueError(f"precision='bf16' needs a CUDA device (ncgeom autocasts to bfloat16 on CUDA only; a CPU "
+                             f"run trains in dtype), got device={c.device!r}")
+        if c.dtype != "float32":
+            raise ValueError(f"precision='bf16' autocasts float32 weights; it needs dtype='float32', got {c.dtype!r}")
+
+
+def _refuse_image_fields(c: Config) -> None:
+    """The synthetic data sets: no ResNet, no augmentation, no image-only field away from its default."""
+    if c.model in RESNET_KINDS:
+        raise ValueError(f"model={c.model!r} encodes images: it needs an image data set "
+                         f"({', '.join(IMAGE_DATASETS)}), got dataset={c.dataset!r}")
+    if c.positives == "augment":
+        raise ValueError(f"positives='augment' draws SimCLR views of images: it needs an image data set "
+                         f"({', '.join(IMAGE_DATASETS)}), got dataset={c.dataset!r}")
+    for name in IMAGE_FIELDS:
+        value = getattr(c, name)
+        if value != _BY_NAME[name].default:
+            raise ValueError(f"{name} applies to image data sets ({', '.join(IMAGE_DATASETS)}) only, got "
+                             f"{name}={value!r} with dataset={c.dataset!r}")
 
 
 @functools.lru_cache(maxsize=1024)

@@ -11,8 +11,9 @@ wrong, so that :func:`ncgeom.experiments.sweep.run_sweep` reruns the run instead
 - every ``history.jsonl`` line (the last one included) parses as an :class:`~ncgeom.experiments.records.EpochRecord`, there are
   exactly ``epochs_run`` of them (the summary's count), numbered 1, 2, ..., ``epochs_run``;
 - ``embeddings.npz`` holds exactly ``z`` [N, d] (float) and ``labels`` [N] (integer), N the config's
-  training set size and d its embedding dimension; the array headers are checked before any data is
-  read, and nothing is unpickled (``allow_pickle=False``).
+  training set size and d its embedding dimension (an image run: M rows, the N features or the C class
+  means, ncgeom.experiments.image_train); the array headers are checked before any data is read, and
+  nothing is unpickled (``allow_pickle=False``).
 """
 
 from __future__ import annotations
@@ -83,8 +84,9 @@ def check_run(run_dir: str | Path, expected: Config | None = None) -> str | None
 
 
 def _check_embeddings(path: Path, config: Config) -> str | None:
-    n, d = config.num_train, config.embedding_dim
-    want = {"z": ((n, d), "f"), "labels": ((n,), "iu")}
+    n, d = (None if config.is_image else config.num_train), config.embedding_dim  # image runs: any M rows
+    want: dict[str, tuple[tuple[int | None, ...], str]] = {"z": ((n, d), "f"), "labels": ((n,), "iu")}
+    rows = set()
     where = EMBEDDINGS_FILE
     if not path.is_file():
         return f"{where}: missing"
@@ -99,8 +101,13 @@ def _check_embeddings(path: Path, config: Config) -> str | None:
                     if version not in _HEADER_READERS:
                         return f"{where}: {key}.npy has format version {version}, expected 1.0 or 2.0 (np.savez)"
                     header_shape, _, dtype = _HEADER_READERS[version](handle)
-                if dtype.hasobject or dtype.kind not in kinds or tuple(header_shape) != shape:
+                got = tuple(header_shape)
+                if (dtype.hasobject or dtype.kind not in kinds or len(got) != len(shape)
+                        or any(want_k is not None and g != want_k for g, want_k in zip(got, shape))):
                     return f"{where}: {key} is {dtype} {list(header_shape)}, expected shape {list(shape)} of kind {kinds!r}"
+                rows.add(got[0])
+            if len(rows) != 1:
+                return f"{where}: z and labels have different numbers of rows ({sorted(rows)})"
         with np.load(path, allow_pickle=False) as data:  # sizes checked above; CRC errors surface here
             for key in want:
                 data[key]

@@ -123,8 +123,12 @@ def _execute(config_dict: dict, run_dir: str) -> dict:
 
 def _execute_stack(config_dicts: list[dict], run_dirs: list[str]) -> list[dict]:
     """Worker: train the configs as one stack (:func:`~ncgeom.experiments.stacked.run_stack`) into their
-    directories; return their summary.json objects, in order (picklable)."""
-    results = run_stack([Config(**c) for c in config_dicts], out_dirs=run_dirs)
+    directories; return their summary.json objects, in order (picklable). An image config (a unit of its
+    own, :func:`plan_units`) is trained by :func:`~ncgeom.experiments.run`."""
+    configs = [Config(**c) for c in config_dicts]
+    if len(configs) == 1 and configs[0].is_image:
+        return [run(configs[0], out_dir=run_dirs[0]).summary()]
+    results = run_stack(configs, out_dirs=run_dirs)
     return [r.summary() for r in results]
 
 
@@ -141,7 +145,8 @@ def plan_units(configs: list[Config], *, engine: Engine = DEFAULT_ENGINE, worker
       :func:`~ncgeom.experiments.stacked.stack_memory_bytes` of one run (linear in the stack size);
     - ceil(len(configs) / workers): so that every worker gets work.
 
-    ``budget``: bytes (default :func:`ncgeom.budget.memory_budget`). Sizing a stack imports torch.
+    ``budget``: bytes (default :func:`ncgeom.budget.memory_budget`). Sizing a stack imports torch. An image
+    config (``Config.is_image``, a ResNet) is a unit of its own in both engines, trained by ``run``.
     """
     engine = require_choice("engine", engine, ENGINES)
     workers = require_int("workers", workers, min_value=1)
@@ -149,8 +154,10 @@ def plan_units(configs: list[Config], *, engine: Engine = DEFAULT_ENGINE, worker
         return [[i] for i in range(len(configs))]
     share = (memory_budget() if budget is None else budget) // workers
     spread = -(-len(configs) // workers)
-    units = []
-    for group in group_stacks(configs):
+    units = [[i] for i, c in enumerate(configs) if c.is_image]  # a ResNet on image files: never stacked
+    stackable = [i for i, c in enumerate(configs) if not c.is_image]
+    for local in group_stacks([configs[i] for i in stackable]):
+        group = [stackable[i] for i in local]
         per_run = max(sum(part[2] for part in run_memory_estimate(configs[i])) for i in group)
         per_run += stack_memory_bytes([configs[group[0]]])
         size = max(1, min(share // max(per_run, 1), spread))

@@ -200,8 +200,11 @@ def run_nc_value(config: Config) -> tuple[float, str]:
     return float(loss), "batch_loss at an exact NC two-view batch (docs/theory.md, section 7, instance ids)"
 
 
-def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = False) -> Result:
+def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = False, resume: bool = False) -> Result:
     """Train as ``config`` says; write the run directory if ``out_dir`` is given (module docstring).
+
+    An image data set (``config.is_image``: CIFAR-10/100, STL-10, ImageFolder) is trained by
+    :func:`ncgeom.experiments.image_train.run_image` (a ResNet; checkpoints, ``resume``).
 
     Parameters
     ----------
@@ -210,7 +213,10 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
     out_dir : path, optional
         Run directory (created): config.json, history.jsonl, summary.json, embeddings.npz.
     progress : bool
-        Show a tqdm bar over epochs.
+        Show a tqdm bar over epochs (image runs: over images, with images/s).
+    resume : bool
+        Image runs only: continue from ``out_dir/checkpoint.pt`` (ValueError if it is missing or was made
+        with another config); the synthetic runs have no checkpoints (ValueError).
 
     Returns
     -------
@@ -224,6 +230,13 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
 
     if not isinstance(config, Config):
         raise ValueError(f"config must be an ncgeom.experiments.Config, got {type(config).__name__}")
+    if config.is_image:
+        # image_train imports this module's helpers (seed_streams, check_device, ...): a top-level import is a cycle
+        from ncgeom.experiments.image_train import run_image
+
+        return run_image(config, out_dir=out_dir, progress=progress, resume=resume)
+    if resume is not False:
+        raise ValueError(f"resume applies to image data sets (checkpoints), got dataset={config.dataset!r}")
     check_run_memory(config)  # before any data or model is allocated (the budget in force: ncgeom.budget)
     device = check_device(config.device)
     run_dir = prepare_run_dir(out_dir)

@@ -167,6 +167,8 @@ def run_stack(configs: Sequence[Config], *, out_dirs: Sequence[str | Path | None
     configs = list(configs)
     if not configs or not all(isinstance(c, Config) for c in configs):
         raise ValueError("configs must be a non-empty sequence of ncgeom.experiments.Config")
+    if any(c.is_image for c in configs):  # a ResNet on image files: one run at a time (sweep.plan_units)
+        raise ValueError("image data sets are not stacked: train each with ncgeom.experiments.run")
     if not can_stack(configs):
         keys = sorted({repr(stack_key(c)) for c in configs})
         raise ValueError(f"configs must share one stack_key (model sizes, N, d, batch, epochs, ...), got {len(keys)}: {keys[:2]}")
@@ -201,7 +203,7 @@ def run_stack(configs: Sequence[Config], *, out_dirs: Sequence[str | Path | None
         psi = make_psi(config.psi, tau=config.tau, margin=config.margin) if sampled else "infonce"
         runs.append(_Run(config, data, batch_rng, generator, nc_val, nc_source, psi, run_dir,
                          initial=EpochRecord(0, None, nc_val, None)))
-    encoder = StackedEncoder.from_models(head.model, models, norm=head.norm, device=device)
+    encoder = StackedEncoder.from_models(head.model, models, norm=head.norm, device=device)  # type: ignore[arg-type]  # no ResNet (above)
     del models
     indexed = encoder.takes_indices
     x_train = [torch.as_tensor(r.data.x_train, dtype=dtype, device=device) for r in runs]
