@@ -85,6 +85,7 @@ def write_synthetic_results(root: Path, rng: np.random.Generator) -> Path:
         run("3", setting="ucl" if b == 0 else "hucl", beta=b)
         for s in (("scl", "hscl"), ("ucl", "hucl")):
             run("5", setting=s[0] if b == 0 else s[1], beta=b, dataset="digits", norm="ball", classes=10, model="linear")
+            run("5cpu", setting=s[0] if b == 0 else s[1], beta=b, norm="ball", classes=10, model="mlp")
     for norm in ("none", "ball", "sphere"):
         for setting, b in (("scl", 0.0), ("hscl", 5.0), ("ucl", 0.0), ("hucl", 5.0)):
             run("4", setting=setting, beta=b, norm=norm)
