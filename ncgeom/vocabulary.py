@@ -51,6 +51,8 @@ __all__ = [
     "RESNET_KINDS",
     "PositivesKind",
     "POSITIVES",
+    "Batching",
+    "BATCHINGS",
     "Scale",
     "SCALES",
     "Engine",
@@ -149,6 +151,11 @@ RESNET_KINDS: tuple[ResNetKind, ...] = ("resnet18", "resnet34", "resnet50")
 # (image data sets, docs/images.md). noise and augment batches are labelled by instance ids.
 PositivesKind = Literal["label", "noise", "augment"]
 POSITIVES: tuple[PositivesKind, ...] = ("label", "noise", "augment")
+# How a run draws its batches (ncgeom.data.batches): "balanced" (class-balanced batches, ceil(N / B) per
+# epoch) or "shuffle" (a permutation of the training set per epoch cut into floor(N / B) batches, as a
+# DataLoader with shuffle=True, drop_last=True: the class counts of a batch follow the data's class sizes).
+Batching = Literal["balanced", "shuffle"]
+BATCHINGS: tuple[Batching, ...] = ("balanced", "shuffle")
 
 # How much computation a sweep or a reproduction spends: ``tiny`` (tests, seconds), ``quick`` (the
 # default, minutes on two cores), ``full`` (the paper-scale settings, CPU-hours).

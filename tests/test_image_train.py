@@ -292,6 +292,22 @@ def test_lazy_folder_with_workers_equals_the_eager_run(small_tree, tmp_path, mon
     assert lazy.final.metrics == eager.final.metrics
 
 
+def test_shuffled_batches_of_an_image_run(small_tree, monkeypatch):
+    """batches='shuffle': floor(16 / 6) = 2 steps of one permutation per epoch (ncgeom.data.batches), any B <= N."""
+    seen = []
+    original = image_train.epoch_batches
+
+    def spy(batches, labels, batch_size, *, rng):
+        out = original(batches, labels, batch_size, rng=rng)
+        seen.append((batches, out.shape))
+        return out
+
+    monkeypatch.setattr(image_train, "epoch_batches", spy)
+    result = run(_image_config(small_tree, epochs=1, batch_size=6, batches="shuffle", lr=1e-3))
+    assert result.status == "completed" and "shuffled batches" in result.summary()["nc_value_source"]
+    assert seen[-1] == ("shuffle", (2, 6))
+
+
 def test_large_features_keep_the_class_means(small_tree, monkeypatch):
     monkeypatch.setattr(image_train, "EMBEDDINGS_MAX_BYTES", 0)  # features re-encoded per pass, means saved
     result = run(_image_config(small_tree, epochs=1, batch_size=16, metrics_every=1, lr=1e-3), out_dir=None)

@@ -5,7 +5,7 @@
 - :mod:`ncgeom.data.positives`: label-based positives (an independent draw from the same class) and
   additive-Gaussian-noise positives x+ = x + sigma_p * eps (docs/theory.md section 3), and the two-view
   (SimCLR-style) batch that feeds noise positives to the label-based batch loss.
-- :mod:`ncgeom.data.batches`: class-balanced batch sampling.
+- :mod:`ncgeom.data.batches`: class-balanced batch sampling, and shuffled batches (a DataLoader's).
 - :mod:`ncgeom.data.digits`: scikit-learn's bundled digits (offline real data, docs/theory.md section 9 claim 5).
 - :mod:`ncgeom.data.images`: CIFAR-10/100, STL-10 and ImageFolder readers and look-alike writers
   (docs/images.md); :mod:`ncgeom.data.augment`: the SimCLR augmentations on batches of images;
@@ -18,7 +18,13 @@ All randomness comes from an explicit ``numpy.random.Generator`` (``rng=``) or `
 
 import importlib
 
-from ncgeom.data.batches import class_balanced_batches, class_balanced_counts
+from ncgeom.data.batches import (
+    batches_per_epoch,
+    class_balanced_batches,
+    class_balanced_counts,
+    epoch_batches,
+    shuffled_batches,
+)
 from ncgeom.data.digits import digits_class_sizes, digits_train_size, load_digits_data
 from ncgeom.data.mixture import LabeledData, class_prior, gaussian_mixture, split_counts
 from ncgeom.data.positives import label_positive_indices, label_positives, noise_positives, two_view_batch
@@ -39,6 +45,9 @@ __all__ = [
     "two_view_batch",
     "class_balanced_counts",
     "class_balanced_batches",
+    "shuffled_batches",
+    "batches_per_epoch",
+    "epoch_batches",
     "ImageData",
     "load_image_data",
     "write_image_folder",

@@ -1,4 +1,14 @@
-"""Class-balanced batch sampling.
+"""Batch sampling: class-balanced batches (the default of every run) and shuffled batches.
+
+:func:`batches_per_epoch` and :func:`epoch_batches` pick between them by the run's ``batches``
+(``ncgeom.vocabulary.BATCHINGS``). :func:`shuffled_batches` is one epoch of a DataLoader with
+``shuffle=True, drop_last=True`` (the authors' loader): ``rng.permutation(N)`` cut into floor(N / B)
+consecutive batches, the last N mod B samples of the permutation left out; the class counts of a batch are
+then multivariate hypergeometric, so they follow the data's class sizes (an imbalanced prior stays
+imbalanced in the batches), and a class may have fewer than two members in a batch (its anchors then have
+no label positive). The rest of this docstring is the class-balanced sampler.
+
+Class-balanced batches.
 
 A batch of size B draws from n = min(C, floor(B / 2)) classes (all classes when B >= 2C, otherwise a
 uniformly random subset, so that each present class has >= 2 members and thus a label-based positive),
@@ -21,9 +31,10 @@ from typing import NamedTuple
 import numpy as np
 
 from ncgeom.labels import integer_labels
-from ncgeom.validate import require_int
+from ncgeom.validate import require_choice, require_int
+from ncgeom.vocabulary import BATCHINGS
 
-__all__ = ["class_balanced_counts", "class_balanced_batches"]
+__all__ = ["class_balanced_counts", "class_balanced_batches", "shuffled_batches", "batches_per_epoch", "epoch_batches"]
 
 
 def class_balanced_counts(num_classes: int, batch_size: int) -> np.ndarray:
@@ -158,3 +169,36 @@ def class_balanced_batches(labels, batch_size: int, *, num_batches: int, rng: np
     stream = order[positions + np.repeat(starts, filled)]  # sample indices, class streams end to end
     base = np.cumsum(filled) - filled
     return stream[(base[chosen] + np.reshape(first, (steps, n)))[:, slot] + within]
+
+
+def shuffled_batches(num_samples: int, batch_size: int, *, rng: np.random.Generator) -> np.ndarray:
+    """Indices [floor(N / B), B] of one epoch of shuffled batches (module docstring): one
+    ``rng.permutation(num_samples)``, cut into consecutive batches; the last N mod B indices are dropped.
+
+    Example: N = 10, B = 4 gives 2 batches of 4 distinct indices; 2 samples sit the epoch out.
+    """
+    n = require_int("num_samples", num_samples, min_value=1)
+    b = require_int("batch_size", batch_size, min_value=2, max_value=n)
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError("rng must be a numpy.random.Generator")
+    steps = n // b
+    return rng.permutation(n)[: steps * b].reshape(steps, b)
+
+
+def batches_per_epoch(batches: str, num_samples: int, batch_size: int) -> int:
+    """Steps of an epoch: ceil(N / B) class-balanced batches, floor(N / B) shuffled ones."""
+    batches = require_choice("batches", batches, BATCHINGS)
+    n = require_int("num_samples", num_samples, min_value=1)
+    b = require_int("batch_size", batch_size, min_value=2, max_value=n)
+    return -(-n // b) if batches == "balanced" else n // b
+
+
+def epoch_batches(batches: str, labels, batch_size: int, *, rng: np.random.Generator) -> np.ndarray:
+    """One epoch's batch indices [batches_per_epoch, B] drawn from ``rng`` as ``batches`` says: class-balanced
+    (:func:`class_balanced_batches`) or shuffled (:func:`shuffled_batches`, which reads only len(labels))."""
+    batches = require_choice("batches", batches, BATCHINGS)
+    y = np.asarray(labels)
+    steps = batches_per_epoch(batches, y.shape[0], batch_size)
+    if batches == "shuffle":
+        return shuffled_batches(y.shape[0], batch_size, rng=rng)
+    return class_balanced_batches(y, batch_size, num_batches=steps, rng=rng)

@@ -26,6 +26,7 @@ from ncgeom.data import class_prior, digits_class_sizes, digits_train_size, spli
 from ncgeom.validate import require_choice, require_int, require_real
 from ncgeom.vocabulary import (
     BACKENDS,
+    BATCHINGS,
     CONVENTIONS,
     DATASETS,
     ESTIMATORS,
@@ -37,6 +38,7 @@ from ncgeom.vocabulary import (
     RESNET_KINDS,
     SETTINGS,
     Backend,
+    Batching,
     Convention,
     Dataset,
     Estimator,
@@ -64,7 +66,7 @@ MAX_EPOCHS = 1_000_000
 
 #: Fields added after runs had been saved: written by Config.to_dict only when they differ from their default.
 LATE_FIELDS: frozenset[str] = frozenset({"convention", "device", "data_dir", "workers", "precision",
-                                         "checkpoint_every", "eval_batch_size"})
+                                         "checkpoint_every", "eval_batch_size", "batches"})
 #: The fields that only image runs read (docs/experiments.md, "Image data sets"): refused away from their
 #: defaults for the synthetic data sets.
 IMAGE_FIELDS: tuple[str, ...] = ("data_dir", "workers", "precision", "checkpoint_every", "eval_batch_size")
@@ -124,8 +126,10 @@ class Config:
         "label", "positives: label (same-class samples, conditionally independent), noise (x + noise_scale * eps, instance ids; synthetic inputs) or augment (two SimCLR views of each image, instance ids; image data sets)", choices=POSITIVES)
     noise_scale: float = _f(0.1, "sigma_p of the additive Gaussian noise positives (positives='noise')")
     # --- optimization
-    epochs: int = _f(100, "number of epochs (an epoch is ceil(N / batch_size) class-balanced batches); 100 reach NC at the defaults")
+    epochs: int = _f(100, "number of epochs (an epoch is ceil(N / batch_size) class-balanced batches, floor(N / batch_size) shuffled ones); 100 reach NC at the defaults")
     batch_size: int = _f(128, "batch size B (2 <= B <= number of training samples)")
+    batches: Batching = _f(
+        "balanced", "batch sampler (ncgeom.data.batches): balanced (class-balanced batches, every class present with >= 2 members when B >= 2C) or shuffle (a permutation per epoch cut into floor(N / B) batches, a DataLoader's shuffle=True, drop_last=True: batch class counts follow the data's class sizes, as in the authors' code)", choices=BATCHINGS)
     lr: float = _f(0.05, "Adam learning rate > 0; 0.05 reaches NC in 100 epochs on unconstrained features (use ~0.01 for mlp)")
     weight_decay: float = _f(0.0, "Adam weight decay >= 0 (0: no implicit norm penalty)")
     dtype: Literal["float32", "float64"] = _f("float32", "training dtype; metrics are always computed in float64", choices=DTYPES)
@@ -261,7 +265,7 @@ def config_from_dict(values: dict[str, Any], *, source: str | None = None) -> Co
 COUPLED_FIELDS: frozenset[str] = frozenset({
     "estimator", "psi", "num_negatives", "dataset", "classes", "init", "model", "dim", "positives",
     "samples_per_class", "test_per_class", "input_dim", "batch_size", "imbalance", "test_fraction", "dtype",
-    "hidden_dim", "depth", "epochs", "metrics_every", "convention", "backend",
+    "hidden_dim", "depth", "epochs", "metrics_every", "convention", "backend", "batches",
     "device", "data_dir", "workers", "precision", "checkpoint_every", "eval_batch_size",
 })
 
@@ -364,6 +368,8 @@ def _validate(c: Config) -> None:
     require_int("batch_size", c.batch_size, min_value=2, max_value=n)
     if n > MAX_TRAIN_SAMPLES:
         raise ValueError(f"classes x samples_per_class: at most {MAX_TRAIN_SAMPLES} training samples, got {n}")
+    if c.batches == "shuffle":  # any B <= N: a class may miss a batch or have one member in it
+        return
     per_class = max(c.batch_size // min(classes, c.batch_size // 2) + (c.batch_size % min(classes, c.batch_size // 2) > 0), 2)
     smallest = _smallest_class(c.dataset, classes, c.samples_per_class, c.imbalance, c.test_fraction)
     if per_class > smallest:

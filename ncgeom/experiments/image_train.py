@@ -11,7 +11,7 @@ summary.json, embeddings.npz) plus checkpoint.pt:
    processes; everything else is held in memory as uint8;
 2. the seed becomes the four streams of :func:`~ncgeom.experiments.train.seed_streams`: the torch stream
    draws the ResNet's weights (:class:`ncgeom.resnet.ResNetEncoder`, the authors' MLP head), then the
-   augmentations; the batch stream draws each epoch's ceil(N / B) class-balanced batches;
+   augmentations; the batch stream draws each epoch's ceil(N / B) class-balanced batches (or floor(N / B) shuffled ones);
 3. a step converts its batch to float (uint8 / 255, per batch: the data set is never held as float) and
    standardizes it (:func:`ncgeom.data.augment.standardize`). ``positives="label"``: the B images with their
    class labels (SCL/HSCL/UCL/HUCL as for the synthetic runs; docs/theory.md, section 3). ``positives=
@@ -53,7 +53,7 @@ import numpy as np
 
 from ncgeom.atomic_io import atomic_write_bytes
 from ncgeom.budget import format_bytes, memory_budget
-from ncgeom.data import class_balanced_batches
+from ncgeom.data import batches_per_epoch, epoch_batches
 from ncgeom.data.images import ImageData, ImageFolderIndex, load_image_data
 from ncgeom.experiments.config import Config, config_from_dict
 from ncgeom.experiments.records import SUMMARY_FILE, EpochRecord, HistoryWriter, RunStatus, save_config
@@ -349,7 +349,7 @@ def run_image(config: Config, *, out_dir: str | Path | None = None, progress: bo
     start = time.perf_counter() - (checkpoint["elapsed_s"] if checkpoint is not None else 0.0)
 
     data = read_image_data(config)  # bad data is reported before the run directory is made
-    class_balanced_batches(data.y_train, config.batch_size, num_batches=0, rng=np.random.default_rng(0))  # sizes
+    epoch_batches(config.batches, data.y_train, config.batch_size, rng=np.random.default_rng(0))  # sizes, before the run dir
     _check_memory(config, data)
     run_dir = prepare_run_dir(out_dir)
     data_rng, init_rng, batch_rng, init_generator = seed_streams(config.seed)
@@ -358,7 +358,7 @@ def run_image(config: Config, *, out_dir: str | Path | None = None, progress: bo
                         dtype=dtype).to(device)  # drawn on the CPU (seed_streams): the same weights on every device
     generator = step_generator(init_generator, device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    nc_val, nc_source = run_nc_value(config)
+    nc_val, nc_source = run_nc_value(config, labels=data.y_train)
     sampled = config.estimator == "sampled"
     psi: PsiName | Psi = make_psi(config.psi, tau=config.tau, margin=config.margin) if sampled else "infonce"
     augment = config.positives == "augment"
@@ -366,7 +366,7 @@ def run_image(config: Config, *, out_dir: str | Path | None = None, progress: bo
         else nullcontext
     y_train = torch.as_tensor(data.y_train, device=device)
     n, b, c = data.num_train, config.batch_size, config.classes
-    steps = math.ceil(n / b)
+    steps = batches_per_epoch(config.batches, n, b)
 
     def inputs(images: np.ndarray) -> torch.Tensor:
         """uint8 [b, H, W, 3] -> the device's uint8 [b, 3, H, W]."""
@@ -462,7 +462,7 @@ def run_image(config: Config, *, out_dir: str | Path | None = None, progress: bo
     model.train()
     try:
         for epoch in range(done + 1, config.epochs + 1):
-            batches = class_balanced_batches(data.y_train, b, num_batches=steps, rng=batch_rng)
+            batches = epoch_batches(config.batches, data.y_train, b, rng=batch_rng)
             rows = list(batches)
             total, failure = 0.0, None
             for s, images in enumerate(_image_batches(data.x_train, rows, config.workers)):

@@ -39,7 +39,7 @@ from ncgeom.experiments.executors import dask_executor, make_executor, process_p
 from ncgeom.experiments.integrity import check_run, is_finished
 from ncgeom.experiments.records import SUMMARY_FILE, RunSummary
 from ncgeom.experiments.spec import SweepSpec, expand, load_spec, run_name
-from ncgeom.experiments.stacked import group_stacks, run_stack, stack_memory_bytes
+from ncgeom.experiments.stacked import group_stacks, run_stack, stack_memory_bytes, stackable
 from ncgeom.experiments.train import check_device, run
 from ncgeom.locking import folder_lock, prepare_folder
 from ncgeom.validate import require_choice, require_int
@@ -60,6 +60,7 @@ __all__ = [
     "count_finished",
     "sweep_configs",
     "check_devices",
+    "check_data_dirs",
     "summary_table",
     "TABLE_COLUMNS",
 ]
@@ -124,9 +125,9 @@ def _execute(config_dict: dict, run_dir: str) -> dict:
 def _execute_stack(config_dicts: list[dict], run_dirs: list[str]) -> list[dict]:
     """Worker: train the configs as one stack (:func:`~ncgeom.experiments.stacked.run_stack`) into their
     directories; return their summary.json objects, in order (picklable). An image config (a unit of its
-    own, :func:`plan_units`) is trained by :func:`~ncgeom.experiments.run`."""
+    own, :func:`plan_units`), like one with shuffled batches, is trained by :func:`~ncgeom.experiments.run`."""
     configs = [Config(**c) for c in config_dicts]
-    if len(configs) == 1 and configs[0].is_image:
+    if len(configs) == 1 and not stackable(configs[0]):
         return [run(configs[0], out_dir=run_dirs[0]).summary()]
     results = run_stack(configs, out_dirs=run_dirs)
     return [r.summary() for r in results]
@@ -146,7 +147,8 @@ def plan_units(configs: list[Config], *, engine: Engine = DEFAULT_ENGINE, worker
     - ceil(len(configs) / workers): so that every worker gets work.
 
     ``budget``: bytes (default :func:`ncgeom.budget.memory_budget`). Sizing a stack imports torch. An image
-    config (``Config.is_image``, a ResNet) is a unit of its own in both engines, trained by ``run``.
+    config (``Config.is_image``, a ResNet) or one with ``batches="shuffle"`` is a unit of its own in both engines
+    (:func:`~ncgeom.experiments.stacked.stackable`), trained by ``run``.
     """
     engine = require_choice("engine", engine, ENGINES)
     workers = require_int("workers", workers, min_value=1)
@@ -154,10 +156,10 @@ def plan_units(configs: list[Config], *, engine: Engine = DEFAULT_ENGINE, worker
         return [[i] for i in range(len(configs))]
     share = (memory_budget() if budget is None else budget) // workers
     spread = -(-len(configs) // workers)
-    units = [[i] for i, c in enumerate(configs) if c.is_image]  # a ResNet on image files: never stacked
-    stackable = [i for i, c in enumerate(configs) if not c.is_image]
-    for local in group_stacks([configs[i] for i in stackable]):
-        group = [stackable[i] for i in local]
+    units = [[i] for i, c in enumerate(configs) if not stackable(c)]  # images, shuffled batches: never stacked
+    together = [i for i, c in enumerate(configs) if stackable(c)]
+    for local in group_stacks([configs[i] for i in together]):
+        group = [together[i] for i in local]
         per_run = max(sum(part[2] for part in run_memory_estimate(configs[i])) for i in group)
         per_run += stack_memory_bytes([configs[group[0]]])
         size = max(1, min(share // max(per_run, 1), spread))
@@ -167,18 +169,37 @@ def plan_units(configs: list[Config], *, engine: Engine = DEFAULT_ENGINE, worker
     return units
 
 
-def sweep_configs(spec: SweepSpec, *, scale: str = "quick", device: str | None = None) -> list[Config]:
+def sweep_configs(spec: SweepSpec, *, scale: str = "quick", device: str | None = None,
+                  data_dir: str | Path | None = None) -> list[Config]:
     """The configs of ``spec`` at ``scale`` (:func:`~ncgeom.experiments.spec.expand`), each with ``device`` in
-    place of its own when given ("cpu", "cuda" or "cuda:N"; ValueError naming ``device`` otherwise).
+    place of its own when given ("cpu", "cuda" or "cuda:N"; ValueError naming ``device`` otherwise), and each
+    image config (``Config.is_image``) with ``data_dir`` in place of its own when given (made absolute; the
+    synthetic configs have no data folder and keep theirs).
 
-    The device is a config field: a CPU config keeps its run name, a CUDA one gets its own (docs/experiments.md,
-    "Devices").
+    The device and the data folder are config fields: a CPU config keeps its run name, a CUDA one gets its own
+    (docs/experiments.md, "Devices"), and an image run's name depends on its data folder (resume with the same
+    ``--data-dir``).
     """
     configs = expand(spec, scale=scale)
+    if data_dir is not None:
+        if not isinstance(data_dir, (str, Path)) or not str(data_dir):
+            raise ValueError(f"data_dir must be a folder path, got {data_dir!r}")
+        folder = str(Path(data_dir).expanduser().absolute())
+        configs = list(dict.fromkeys(c.replace(data_dir=folder) if c.is_image else c for c in configs))
     if device is None:
         return configs
     device_type(device, name="device")
     return list(dict.fromkeys(c.replace(device=device) for c in configs))
+
+
+def check_data_dirs(folders: Iterable[str | None]) -> None:
+    """Every image run's data folder exists (ValueError naming it and --data-dir otherwise): checked before the
+    first run, so that a wrong ``--data-dir`` is one line, not one failed run per config. The layout and the
+    files are checked by each run when it reads them (docs/images.md, "Errors")."""
+    for folder in dict.fromkeys(folders):
+        if folder is None or not Path(folder).expanduser().is_dir():
+            raise ValueError(f"data_dir {folder}: no such folder (give the data set's folder with --data-dir; "
+                             "docs/images.md, 'Layouts accepted')")
 
 
 def check_devices(devices: Iterable[str]) -> None:
@@ -201,6 +222,7 @@ def run_sweep(
     on_run: Callable[[RunRecord], None] | None = None,
     wait: float = 0.0,
     device: str | None = None,
+    data_dir: str | Path | None = None,
 ) -> SweepResult:
     """Run every config of ``spec`` at ``scale`` into ``out_dir``, skipping finished runs whose files are whole.
 
@@ -232,6 +254,9 @@ def run_sweep(
     device : str, optional
         Train every run on this device ("cpu", "cuda", "cuda:N") whatever its spec says (:func:`sweep_configs`);
         a device that does not exist here is refused before the first run (ValueError naming --device).
+    data_dir : path, optional
+        The folder of every image config's data set, in place of the spec's (:func:`sweep_configs`); the
+        shipped paper presets (``paper_*`` specs, docs/experiments.md, "Paper presets") say ``data``.
 
     Returns
     -------
@@ -251,10 +276,11 @@ def run_sweep(
         spec = load_spec(spec)
     workers = require_int("workers", workers, min_value=1)
     engine = require_choice("engine", engine, ENGINES)
-    configs = sweep_configs(spec, scale=scale, device=device)
+    configs = sweep_configs(spec, scale=scale, device=device, data_dir=data_dir)
     for cfg in dict.fromkeys(configs):  # every run must fit the memory budget, checked before the first starts
         check_run_memory(cfg)
     check_devices(c.device for c in configs)  # and its device must exist here
+    check_data_dirs(c.data_dir for c in configs if c.is_image)  # and its data folder
     keys = spec.grid_keys(scale)
     out = prepare_folder(out_dir)
     names = [run_name(c, keys) for c in configs]
@@ -335,12 +361,12 @@ def _clear_for_rerun(run_dir: Path) -> None:
 
 
 def count_finished(spec: SweepSpec | str | Path, out_dir: str | Path, *, scale: str = "quick",
-                   device: str | None = None) -> tuple[int, int]:
+                   device: str | None = None, data_dir: str | Path | None = None) -> tuple[int, int]:
     """(runs of ``spec`` at ``scale`` (on ``device``, :func:`sweep_configs`) with a summary.json in ``out_dir``,
     runs in the grid): progress on disk."""
     if not isinstance(spec, SweepSpec):
         spec = load_spec(spec)
-    configs = sweep_configs(spec, scale=scale, device=device)
+    configs = sweep_configs(spec, scale=scale, device=device, data_dir=data_dir)
     keys = spec.grid_keys(scale)
     done = sum(is_finished(Path(out_dir) / run_name(c, keys)) for c in configs)
     return done, len(configs)

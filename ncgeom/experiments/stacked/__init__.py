@@ -1,7 +1,7 @@
 """The stacked engine: runs of equal shapes trained as one computation (a leading run axis [R, ...]).
 
 - :mod:`.engine`: :func:`run_stack` (configs -> one :class:`~ncgeom.experiments.Result` per run, the same
-  run directories as :func:`ncgeom.experiments.run`), :func:`stack_key`, :func:`can_stack`,
+  run directories as :func:`ncgeom.experiments.run`), :func:`stack_key`, :func:`stackable`, :func:`can_stack`,
   :func:`group_stacks`, :func:`stack_memory_bytes`;
 - :mod:`.models`: :class:`StackedEncoder` (unconstrained, linear, MLP parameters [R, ...]; imports torch);
 - :mod:`.adam`: :class:`StackedAdam` (torch.optim.Adam per run, per-run lr and weight decay; imports torch);
@@ -17,6 +17,7 @@ from ncgeom.experiments.stacked.engine import (
     run_stack,
     stack_key,
     stack_memory_bytes,
+    stackable,
 )
 
-__all__ = ["STACK_FIELDS", "stack_key", "can_stack", "group_stacks", "stack_memory_bytes", "run_stack"]
+__all__ = ["STACK_FIELDS", "stack_key", "stackable", "can_stack", "group_stacks", "stack_memory_bytes", "run_stack"]

@@ -64,7 +64,7 @@ from ncgeom.experiments.train import (
 from ncgeom.provenance import provenance
 from ncgeom.vocabulary import effective_beta, is_supervised
 
-__all__ = ["STACK_FIELDS", "stack_key", "can_stack", "group_stacks", "stack_memory_bytes", "run_stack"]
+__all__ = ["STACK_FIELDS", "stack_key", "stackable", "can_stack", "group_stacks", "stack_memory_bytes", "run_stack"]
 
 #: Config fields that must be equal for runs to share a stack (shapes, schedule, estimator, dtype).
 STACK_FIELDS: tuple[str, ...] = (
@@ -86,6 +86,13 @@ def stack_key(config: Config) -> tuple[Any, ...]:
         config.hidden_dim if config.model == "mlp" else None,
         config.depth if config.model == "mlp" else None,
     )
+
+
+def stackable(config: Config) -> bool:
+    """False for the runs the stacked engine does not train (``ncgeom.experiments.run`` does, one at a time):
+    an image data set (a ResNet on image files) and shuffled batches (``batches="shuffle"``: a batch's class
+    counts vary, and the stacked loss's label band is sized from class-balanced counts)."""
+    return not config.is_image and config.batches == "balanced"
 
 
 def can_stack(configs: Sequence[Config]) -> bool:
@@ -167,8 +174,8 @@ def run_stack(configs: Sequence[Config], *, out_dirs: Sequence[str | Path | None
     configs = list(configs)
     if not configs or not all(isinstance(c, Config) for c in configs):
         raise ValueError("configs must be a non-empty sequence of ncgeom.experiments.Config")
-    if any(c.is_image for c in configs):  # a ResNet on image files: one run at a time (sweep.plan_units)
-        raise ValueError("image data sets are not stacked: train each with ncgeom.experiments.run")
+    if not all(stackable(c) for c in configs):  # one run at a time (sweep.plan_units)
+        raise ValueError("image data sets and batches='shuffle' are not stacked: train each with ncgeom.experiments.run")
     if not can_stack(configs):
         keys = sorted({repr(stack_key(c)) for c in configs})
         raise ValueError(f"configs must share one stack_key (model sizes, N, d, batch, epochs, ...), got {len(keys)}: {keys[:2]}")
