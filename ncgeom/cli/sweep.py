@@ -2,13 +2,16 @@
 
 Runs every config of the spec (base <- [tiny]/[quick]/[full] overrides <- grid) into DIR/<run name>/,
 skipping finished runs, then writes DIR/summary.csv. NAME is a spec shipped with ncgeom (``--list``
-shows them: one per claim of docs/theory.md, section 9); a path to a TOML file works too.
+shows them: one per claim of docs/theory.md, section 9, and the paper presets ``paper_*``, the real-data
+claims with the authors' settings on CIFAR-100: a GPU and ``--data-dir`` with the data set); a path to a
+TOML file works too.
 ``--workers N`` processes (default 1: in this process); ``--scheduler ADDRESS`` sends the runs to a Dask
 distributed cluster instead (optional extra ncgeom[distributed]). ``--engine batched`` (the default)
 trains runs of equal shapes as stacks, one stack per task (ncgeom.experiments.stacked); ``--engine
 sequential`` one run per task. ``--device cuda`` trains every run on the GPU whatever the spec says
 (docs/experiments.md, "Devices"; refused at once, exit 2, where CUDA is not available). For a shipped
-claim spec, the claim's verdicts are printed and written to DIR/claim.json.
+claim spec, the claim's verdicts are printed and written to DIR/claim.json. ``--data-dir DIR`` is the folder of
+every image run's data set, in place of the spec's (``data``).
 
 One writer per DIR: a second ``ncgeom sweep`` (or ``ncgeom reproduce``) into the same folder is refused
 with the pid of the one writing it, or waits for it with ``--wait`` (ncgeom.locking). A finished run is
@@ -27,9 +30,16 @@ import sys
 from pathlib import Path
 
 from ncgeom.atomic_io import atomic_write_json
-from ncgeom.experiments.claims import CLAIMS, ClaimRecord, evaluate_claim
+from ncgeom.experiments.claims import ClaimRecord, claim_of_spec, evaluate_claim
 from ncgeom.experiments.spec import load_spec, spec_names
-from ncgeom.experiments.sweep import check_devices, count_finished, make_executor, run_sweep
+from ncgeom.experiments.sweep import (
+    check_data_dirs,
+    check_devices,
+    count_finished,
+    make_executor,
+    run_sweep,
+    sweep_configs,
+)
 from ncgeom.interrupts import Interrupted, raise_on_signals
 from ncgeom.locking import FolderLock, folder_lock, prepare_folder
 from ncgeom.threads import limit_cpu_threads
@@ -51,6 +61,9 @@ def register(subparsers) -> None:
     parser.add_argument("--scheduler", metavar="ADDRESS", default=None, help="Dask scheduler address (tcp://host:port)")
     add_engine_option(parser)
     add_device_option(parser)
+    parser.add_argument("--data-dir", default=None, metavar="DIR",
+                        help="the folder of the image data set of every image run (the paper_* presets), in place "
+                             "of the spec's [the spec's: data]")
     parser.add_argument("--json", action="store_true", help="print the run list (and verdicts) as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_wait_options(parser)
@@ -117,6 +130,9 @@ def _handler(args: argparse.Namespace) -> int:
     check_device_option(args.device)
     wait = wait_seconds(args)
     spec = load_spec(args.spec)  # every config validated before anything runs
+    configs = sweep_configs(spec, scale=args.scale, device=args.device, data_dir=args.data_dir)
+    check_devices(c.device for c in configs)  # the spec's own devices and data folders too, before --out is made
+    check_data_dirs(c.data_dir for c in configs if c.is_image)
     progress = not args.quiet and sys.stderr.isatty()
     if args.workers == 1 and args.scheduler is None:
         limit_cpu_threads(1)  # the runs go in this process: one thread, as in a worker (ncgeom.threads)
@@ -127,10 +143,12 @@ def _handler(args: argparse.Namespace) -> int:
                 note_takeover("ncgeom sweep", lock)
                 with make_executor(args.workers, scheduler=args.scheduler) as ex:
                     result = run_sweep(spec, args.out, scale=args.scale, workers=args.workers, executor=ex,
-                                       engine=args.engine, progress=progress, device=args.device)
+                                       engine=args.engine, progress=progress, device=args.device,
+                                       data_dir=args.data_dir)
                 return _report(args, spec, result)
         except Interrupted as stop:
-            done, total = count_finished(spec, args.out, scale=args.scale, device=args.device)
+            done, total = count_finished(spec, args.out, scale=args.scale, device=args.device,
+                                         data_dir=args.data_dir)
             print(f"ncgeom sweep: interrupted by {stop.name}: {done} of {total} runs finished; "
                   "rerun the same command to resume", file=sys.stderr)
             return stop.exit_code
@@ -138,8 +156,9 @@ def _handler(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, spec, result) -> int:
     records: tuple[ClaimRecord, ...] = ()
-    if spec.shipped and spec.claim in CLAIMS and CLAIMS[spec.claim].spec == spec.name:
-        records = evaluate_claim(spec.claim, result)
+    claim = claim_of_spec(spec)
+    if claim is not None:
+        records = evaluate_claim(claim.id, result)
         atomic_write_json(Path(args.out) / "claim.json", [r.to_dict() for r in records])
     done = sum(r.status != "failed" for r in result.runs)
     for r in result.invalid:

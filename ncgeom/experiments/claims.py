@@ -42,7 +42,7 @@ from ncgeom.validate import require_choice
 from ncgeom.vocabulary import DEFAULT_ENGINE, SCALES, Engine, Verdict
 
 __all__ = [
-    "Claim", "CLAIMS", "ClaimRecord", "ClaimResult", "claim_spec", "evaluate_claim", "load_summaries",
+    "Claim", "CLAIMS", "PRESETS", "ALL_CLAIMS", "claim_of_spec", "ClaimRecord", "ClaimResult", "claim_spec", "evaluate_claim", "load_summaries",
     "run_claims", "records_markdown", "verdict_text", "claim_run_counts",
 ]
 
@@ -86,8 +86,32 @@ CLAIMS: dict[str, Claim] = {c.id: c for c in (
 )}
 
 
+#: The paper's real-data claims with the authors' settings (CIFAR-100, ResNet-50; specs ``paper_*``,
+#: docs/experiments.md, "Paper presets"): decided by the rules of the claims they repeat, on a GPU with the
+#: data set. ``ncgeom sweep`` evaluates them; ``ncgeom reproduce``, which runs on any machine with only
+#: what ships, runs :data:`CLAIMS` alone.
+PRESETS: dict[str, Claim] = {c.id: c for c in (
+    Claim("5-cifar100", "Claim 5 with the authors' settings on CIFAR-100 (ResNet-50, d = 99, ball, tau = 1, no augmentation, "
+          "401 epochs): beta 5, 10 improve NCC accuracy by > 40 points vs SCL/UCL.",
+          "paper_cifar100_claim5", _as_claim("5-cifar100", EVALUATIONS["5"])),
+    Claim("6-cifar100", "Claim 6 with the authors' settings on CIFAR-100: supervised, more hardness closer to NC; "
+          "unsupervised, an optimal beta (~5).", "paper_cifar100_claim6", _as_claim("6-cifar100", EVALUATIONS["6"])),
+    Claim("8-cifar100", "Claim 8 with the authors' settings on CIFAR-100: NC for batch sizes 64..512; batch 32 hinders it.",
+          "paper_cifar100_claim8", _as_claim("8-cifar100", EVALUATIONS["8"])),
+)}
+
+#: Every claim with a shipped spec: the reproduction's and the presets'.
+ALL_CLAIMS: dict[str, Claim] = {**CLAIMS, **PRESETS}
+
+
+def claim_of_spec(spec: SweepSpec) -> Claim | None:
+    """The claim a shipped spec decides (its ``claim`` key names one of :data:`ALL_CLAIMS` whose spec it is)."""
+    claim = ALL_CLAIMS.get(spec.claim) if spec.shipped and spec.claim is not None else None
+    return claim if claim is not None and claim.spec == spec.name else None
+
+
 def _claim(claim_id) -> Claim:
-    return CLAIMS[require_choice("claim_id", str(claim_id), CLAIMS)]
+    return ALL_CLAIMS[require_choice("claim_id", str(claim_id), ALL_CLAIMS)]
 
 
 def claim_spec(claim_id: str) -> SweepSpec:
