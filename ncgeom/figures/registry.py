@@ -227,7 +227,7 @@ FIGURES: tuple[FigureSpec, ...] = (
         "SCL/HSCL and UCL/HUCL, test accuracy vs epoch, and the final sorted class-mean spectrum (log axis; a tail "
         "far below 1 is dimensional collapse). Claim 5 expects beta = 5, 10 to improve accuracy by over 40 "
         "points over beta = 0.",
-        claims=("5",),
+        claims=("5cpu",),
         statements=("section 8 ncc_accuracy", "section 8 spectrum"),
     ),
 )
