@@ -82,3 +82,35 @@ def one_thread():
     with threadpool_limits(limits=1):
         yield
     torch.set_num_threads(before)
+
+
+def random_batch(seed: int, size: int = 12, dim: int = 3):
+    """(z [size, dim] on the unit sphere, float64; labels in {0, 1, 2} with the last one 7, a singleton class that
+    has no positive under the "theory" convention), drawn from a torch Generator seeded with ``seed``: the batches
+    of the sampled-estimator tests."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    z = torch.nn.functional.normalize(torch.randn(size, dim, generator=gen, dtype=torch.float64), dim=1)
+    labels = torch.randint(0, 3, (size,), generator=gen)
+    labels[-1] = 7
+    return z, labels
+
+
+def tilt_matrix(z, labels, setting: str, beta: float):
+    """q_i over all B columns (0 off N(i)), a float64 [B, B] matrix from the docs/theory.md section 7 definition
+    ("theory" convention), by a loop over the anchors: the reference the sampled estimators' draws are tested on."""
+    import torch
+
+    from ncgeom.vocabulary import effective_beta, is_supervised
+
+    sim = (z @ z.T).double()
+    size = len(labels)
+    b = effective_beta(setting, beta)
+    q = torch.zeros(size, size, dtype=torch.float64)
+    for i in range(size):
+        neg = [m for m in range(size) if (labels[m] != labels[i] if is_supervised(setting) else m != i)]
+        if neg:
+            w = torch.exp(b * (sim[i, neg] - sim[i, neg].max()))
+            q[i, neg] = w / w.sum()
+    return q

@@ -16,6 +16,7 @@ from typing import Literal
 import numpy as np
 import pytest
 import torch
+from conftest import random_batch, tilt_matrix
 
 from ncgeom.losses import batch_loss, batch_loss_pairs, custom_psi
 from ncgeom.losses.kernels.sampled import sampled_values
@@ -27,33 +28,9 @@ from ncgeom.vocabulary import (
     SAMPLED_DRAWS,
     SETTINGS,
     Reduction,
-    effective_beta,
-    is_supervised,
 )
 
 EPS64 = torch.finfo(torch.float64).eps
-
-
-def _batch(seed: int, size: int = 12, dim: int = 3):
-    gen = torch.Generator().manual_seed(seed)
-    z = torch.nn.functional.normalize(torch.randn(size, dim, generator=gen, dtype=torch.float64), dim=1)
-    labels = torch.randint(0, 3, (size,), generator=gen)
-    labels[-1] = 7  # a singleton class: no positive under "theory"
-    return z, labels
-
-
-def _tilt(z, labels, setting, beta):
-    """q_i over all B columns (0 off N(i)), a float64 [B, B] matrix from the section 7 definition ("theory")."""
-    sim = (z @ z.T).double()
-    size = len(labels)
-    b = effective_beta(setting, beta)
-    q = torch.zeros(size, size, dtype=torch.float64)
-    for i in range(size):
-        neg = [m for m in range(size) if (labels[m] != labels[i] if is_supervised(setting) else m != i)]
-        if neg:
-            w = torch.exp(b * (sim[i, neg] - sim[i, neg].max()))
-            q[i, neg] = w / w.sum()
-    return q
 
 
 def _anchor(z, labels, setting, *, seed, **options):
@@ -78,7 +55,7 @@ def _naive(psi_name, sim, i, j, drawn, tau, margin=1.0):
 def test_values_are_the_definition_on_shared_draws(setting, convention):
     """Rows of one anchor carry the same negatives (-1 padded past |N(i)| for k = "batch"), and every value is
     the naive psi_k of the definition on them; tiny tau included (every term far below the largest)."""
-    z, labels = _batch(4)
+    z, labels = random_batch(4)
     sim = (z @ z.T).tolist()
     cases: tuple[tuple[float, int | Literal["batch"]], ...] = ((0.5, 5), (1e-3, 3), (0.5, "batch"))
     for psi_name in PSI_NAMES:
@@ -104,7 +81,7 @@ def test_values_are_the_definition_on_shared_draws(setting, convention):
 def test_fast_forms_equal_the_generic_path(setting, k):
     """The O(1)-per-pair forms (infonce, infonce-mean: one log-sum-exp per anchor; triplet: one sort per
     anchor) against the same Psi wrapped as a custom one (psi applied to t [pairs, k]), same draws."""
-    z, labels = _batch(6, size=16, dim=4)
+    z, labels = random_batch(6, size=16, dim=4)
     for psi_name in PSI_NAMES:
         for tau in (0.5, 0.02):
             builtin = make_psi(psi_name, tau=tau)
@@ -136,11 +113,11 @@ def test_fast_forms_equal_the_generic_path(setting, k):
 @pytest.mark.parametrize("setting", SETTINGS)
 def test_every_anchor_draws_from_q(setting):
     """Per anchor, the count of each negative in its k draws is Binomial(k, q_im); zero-q cells stay empty."""
-    z, labels = _batch(1, size=10)
+    z, labels = random_batch(1, size=10)
     beta, k = 2.0, 4000
     pairs = _anchor(z, labels, setting, seed=3, beta=beta, tau=0.5, num_negatives=k)
     assert pairs.negatives is not None
-    q = _tilt(z, labels, setting, beta)
+    q = tilt_matrix(z, labels, setting, beta)
     for i in torch.unique(pairs.anchors).tolist():
         drawn = pairs.negatives[pairs.anchors == i][0]
         freq = torch.bincount(drawn, minlength=len(labels)).double() / k
@@ -166,7 +143,7 @@ def test_the_tuple_of_one_anchor_is_iid_from_q(setting):
     k = 40000
     pairs = _anchor(z, labels, setting, seed=9, beta=1.0, tau=1.0, num_negatives=k)
     assert pairs.negatives is not None
-    q = _tilt(z, labels, setting, 1.0)[0]
+    q = tilt_matrix(z, labels, setting, 1.0)[0]
     support = torch.nonzero(q).reshape(-1)
     drawn = pairs.negatives[pairs.anchors == 0][0]
     counts = torch.bincount(drawn, minlength=8).double()
@@ -189,9 +166,9 @@ def test_triplet_expectation_is_the_closed_form(setting):
     """E over the draws of l_ij is sum_m q_im max(0, S_im - S_ij + margin) for every k (docs/theory.md
     section 7), the same as with draws="pair": the average of `reps` independent evaluations is within 6
     standard errors, sd^2 = Var_q(h) / (k reps) from the exact law (a false failure over P pairs has p < 1e-7)."""
-    z, labels = _batch(7, size=9)
+    z, labels = random_batch(7, size=9)
     beta, k, reps = 1.3, 4, 300
-    q = _tilt(z, labels, setting, beta)
+    q = tilt_matrix(z, labels, setting, beta)
     sim = z @ z.T
     gen = torch.Generator().manual_seed(17)
     values = torch.stack([
@@ -210,7 +187,7 @@ def test_triplet_expectation_is_the_closed_form(setting):
 def test_draws_depend_on_the_generator_only(k):
     """Same generator state: same draws and values for every block and chunk size (the stream is consumed
     anchor after anchor, k_max uniforms each, canonical order); another state gives other draws."""
-    z, labels = _batch(10, size=13)
+    z, labels = random_batch(10, size=13)
     spec = LossSpec(supervised=True, b=2.0, tau=0.5, k=None if k == "batch" else k)
     structure = pair_structure(labels, supervised=True)
     for psi_name in PSI_NAMES:
@@ -235,7 +212,7 @@ def test_draws_depend_on_the_generator_only(k):
 
 
 def test_dense_and_blocked_backends_give_the_same_draws():
-    z, labels = _batch(12, size=11)
+    z, labels = random_batch(12, size=11)
     out = {backend: _anchor(z, labels, "hucl", seed=4, beta=1.0, tau=0.5, num_negatives=6, psi="infonce",
                             backend=backend, block_size=3)
            for backend in ("dense", "blocked")}
@@ -245,7 +222,7 @@ def test_dense_and_blocked_backends_give_the_same_draws():
 
 
 def test_batch_loss_reduces_the_pair_values():
-    z, labels = _batch(13)
+    z, labels = random_batch(13)
     pairs = _anchor(z, labels, "scl", seed=8, tau=0.5, num_negatives=7, psi="infonce-mean")
     cases: tuple[tuple[Reduction, torch.Tensor], ...] = (
         ("none", pairs.values), ("sum", pairs.values.sum()), ("mean", pairs.values.mean()))
@@ -259,7 +236,7 @@ def test_batch_loss_reduces_the_pair_values():
 @pytest.mark.parametrize("psi_name", ["infonce", "infonce-mean", "triplet", "custom"])
 def test_gradcheck_with_reseeded_generator(setting, psi_name):
     """The draws are fixed by reseeding, so the loss is smooth in z (the hinge away from its kinks here)."""
-    z, labels = _batch(8, size=7, dim=3)
+    z, labels = random_batch(8, size=7, dim=3)
     x = (z * 0.9).requires_grad_()
     psi = custom_psi(lambda t: (t.exp() + 1).log().sum(-1), name="softplus-sum") if psi_name == "custom" else psi_name
     for tau in (0.7, 0.05):
@@ -271,7 +248,7 @@ def test_gradcheck_with_reseeded_generator(setting, psi_name):
 
 def test_float32_corner_is_finite():
     """float32, tau = 1e-3, beta = 1e4 (the corner of the validated range): finite loss and gradient."""
-    z, labels = _batch(11, size=32, dim=5)
+    z, labels = random_batch(11, size=32, dim=5)
     x = z.float().requires_grad_()
     for psi in PSI_NAMES:
         loss = batch_loss(x, labels, "hucl", beta=1e4, tau=1e-3, num_negatives=8, estimator="sampled", psi=psi,
@@ -281,7 +258,7 @@ def test_float32_corner_is_finite():
 
 
 def test_draws_is_validated():
-    z, labels = _batch(0)
+    z, labels = random_batch(0)
     gen = torch.Generator().manual_seed(0)
     accepted = ", ".join(map(repr, SAMPLED_DRAWS))
     for call in (batch_loss, batch_loss_pairs):

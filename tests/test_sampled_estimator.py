@@ -15,36 +15,15 @@ from typing import Literal
 import numpy as np
 import pytest
 import torch
+from conftest import random_batch, tilt_matrix
 
 from ncgeom.losses import batch_loss, batch_loss_pairs, custom_psi
 from ncgeom.losses.kernels.sampled import alias_tables, sampled_values
 from ncgeom.losses.kernels.structure import LossSpec, pair_structure
 from ncgeom.losses.psi import make_psi
-from ncgeom.vocabulary import SETTINGS, effective_beta, is_supervised
+from ncgeom.vocabulary import SETTINGS
 
 EPS64 = torch.finfo(torch.float64).eps
-
-
-def _batch(seed: int, size: int = 12, dim: int = 3):
-    gen = torch.Generator().manual_seed(seed)
-    z = torch.nn.functional.normalize(torch.randn(size, dim, generator=gen, dtype=torch.float64), dim=1)
-    labels = torch.randint(0, 3, (size,), generator=gen)
-    labels[-1] = 7  # a singleton class: no positive
-    return z, labels
-
-
-def _tilt(z, labels, setting, beta):
-    """q_i over all B columns (0 off N(i)), a float64 [B, B] matrix from the section 7 definition."""
-    sim = (z @ z.T).double()
-    size = len(labels)
-    b = effective_beta(setting, beta)
-    q = torch.zeros(size, size, dtype=torch.float64)
-    for i in range(size):
-        neg = [m for m in range(size) if (labels[m] != labels[i] if is_supervised(setting) else m != i)]
-        if neg:
-            w = torch.exp(b * (sim[i, neg] - sim[i, neg].max()))
-            q[i, neg] = w / w.sum()
-    return q
 
 
 def test_alias_tables_imply_the_weights():
@@ -65,12 +44,12 @@ def test_alias_tables_imply_the_weights():
 @pytest.mark.parametrize("setting", SETTINGS)
 def test_drawn_frequencies_match_q(setting):
     """Per anchor, the count of each negative over all its pairs' draws is Binomial(n_draws, q_im)."""
-    z, labels = _batch(1, size=10)
+    z, labels = random_batch(1, size=10)
     beta, k = 2.0, 400
     pairs = batch_loss_pairs(z, labels, setting, beta=beta, tau=0.5, num_negatives=k, estimator="sampled",
                              generator=torch.Generator().manual_seed(3))
     assert pairs.negatives is not None
-    q = _tilt(z, labels, setting, beta)
+    q = tilt_matrix(z, labels, setting, beta)
     for i in torch.unique(pairs.anchors).tolist():
         drawn = pairs.negatives[pairs.anchors == i].reshape(-1)
         total = drawn.numel()
@@ -83,7 +62,7 @@ def test_drawn_frequencies_match_q(setting):
 
 def test_chi_square_of_one_anchor():
     """A single anchor with many draws: Pearson's chi-square below its 1 - 1e-6 quantile."""
-    z, labels = _batch(2, size=40, dim=4)
+    z, labels = random_batch(2, size=40, dim=4)
     labels = torch.zeros(40, dtype=torch.long)
     labels[1:] = torch.arange(1, 40) % 2 + 1
     labels[1] = 0  # anchor 0 has one positive (1) and 38 negatives
@@ -91,7 +70,7 @@ def test_chi_square_of_one_anchor():
     pairs = batch_loss_pairs(z, labels, "hscl", beta=3.0, tau=1.0, num_negatives=k, estimator="sampled",
                              generator=torch.Generator().manual_seed(9))
     assert pairs.negatives is not None
-    q = _tilt(z, labels, "hscl", 3.0)[0]
+    q = tilt_matrix(z, labels, "hscl", 3.0)[0]
     drawn = pairs.negatives[(pairs.anchors == 0)].reshape(-1)
     counts = torch.bincount(drawn, minlength=40).double()
     support = q > 0
@@ -120,7 +99,7 @@ def _naive(psi_name, sim, i, j, drawn, tau):
 def test_values_are_the_definition_on_the_drawn_negatives(setting, psi_name):
     """Naive per-pair loop: l_ij = psi_k(S_{i m_1} - S_ij, ...) on the returned draws; tiny tau included
     (every drawn term underflows next to the anchor's largest: the per-pair log-sum-exp branch)."""
-    z, labels = _batch(4)
+    z, labels = random_batch(4)
     sim = (z @ z.T).tolist()
     cases: tuple[tuple[float, int | Literal["batch"]], ...] = ((0.5, 5), (1e-3, 3), (0.5, "batch"))
     for tau, k in cases:
@@ -137,9 +116,9 @@ def test_values_are_the_definition_on_the_drawn_negatives(setting, psi_name):
 
 def test_expectation_over_draws_equals_the_exact_one():
     """k = 3, infonce-mean: E[l_ij] over the draws, by enumerating all N(i)^3 triples weighted by q."""
-    z, labels = _batch(6, size=7)
+    z, labels = random_batch(6, size=7)
     tau, beta, reps = 0.8, 1.2, 400
-    q = _tilt(z, labels, "hucl", beta)
+    q = tilt_matrix(z, labels, "hucl", beta)
     sim = (z @ z.T).tolist()
     gen = torch.Generator().manual_seed(13)
     draws = torch.stack([batch_loss(z, labels, "hucl", beta=beta, tau=tau, num_negatives=3, estimator="sampled",
@@ -168,7 +147,7 @@ def test_gradcheck_with_reseeded_generator(setting, psi_name):
     triplet hinge away from its kink at this seed). The per-pair log-sum-exp branch (every drawn term
     below finfo.tiny / eps of the anchor's largest) is too stiff for finite differences: its values are
     checked above and its gradient's finiteness in test_float32_tiny_tau_is_finite."""
-    z, labels = _batch(8, size=7, dim=3)
+    z, labels = random_batch(8, size=7, dim=3)
     x = (z * 0.9).requires_grad_()
     psi = custom_psi(lambda t: (t.exp() + 1).log().sum(-1), name="softplus-sum") if psi_name == "custom" else psi_name
     for tau in (0.7, 0.01):
@@ -182,7 +161,7 @@ def test_gradcheck_with_reseeded_generator(setting, psi_name):
 def test_draws_depend_on_the_generator_only(k):
     """Same generator state: same draws and values for every block size and chunk size (the stream is
     consumed pair after pair, k_max uniforms each); another state gives other draws."""
-    z, labels = _batch(10, size=13)
+    z, labels = random_batch(10, size=13)
     spec = LossSpec(supervised=True, b=2.0, tau=0.5, k=None if k == "batch" else k)
     structure = pair_structure(labels, supervised=True)
     psi = make_psi("infonce", tau=0.5)
@@ -202,7 +181,7 @@ def test_draws_depend_on_the_generator_only(k):
 
 def test_float32_tiny_tau_is_finite():
     """float32, tau = 1e-3, beta = 1e4 (the corner of the validated range): finite loss and gradient."""
-    z, labels = _batch(11, size=32, dim=5)
+    z, labels = random_batch(11, size=32, dim=5)
     x = z.float().requires_grad_()
     for psi in ("infonce", "infonce-mean", "triplet"):
         loss = batch_loss(x, labels, "hucl", beta=1e4, tau=1e-3, num_negatives=8, estimator="sampled", psi=psi,
