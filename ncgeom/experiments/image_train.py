@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import math
 import time
 from collections.abc import Iterator
 from contextlib import nullcontext
@@ -60,6 +59,7 @@ from ncgeom.experiments.records import SUMMARY_FILE, EpochRecord, HistoryWriter,
 from ncgeom.experiments.result import Result
 from ncgeom.experiments.train import (
     check_device,
+    optimizer_step,
     prepare_run_dir,
     run_nc_value,
     seed_streams,
@@ -474,14 +474,9 @@ def run_image(config: Config, *, out_dir: str | Path | None = None, progress: bo
                 else:
                     z = encode(to_float_images(x))
                     labels = y_train[torch.from_numpy(rows[s]).to(device)]
-                loss = step_loss(z, labels)
-                value = loss.item()
-                if not math.isfinite(value):
-                    failure = f"loss became non-finite ({value}) at epoch {epoch}, step {s + 1}"
+                value, failure = optimizer_step(step_loss(z, labels), optimizer, epoch=epoch, step=s + 1)
+                if failure is not None:
                     break
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
                 total += value
                 if bar is not None:
                     bar.update(x.shape[0])

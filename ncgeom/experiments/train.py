@@ -51,7 +51,7 @@ from ncgeom.theory import batch_nc_value, nc_value
 from ncgeom.vocabulary import PsiName, device_type
 
 __all__ = ["run", "make_data", "run_nc_value", "seed_streams", "step_generator", "check_device", "prepare_run_dir",
-           "metrics_record", "write_run_outputs"]
+           "optimizer_step", "metrics_record", "write_run_outputs"]
 
 
 def make_data(config: Config, *, rng: np.random.Generator):
@@ -239,6 +239,18 @@ def _nc_at_counts(config: Config, counts: np.ndarray) -> tuple[float, str]:
     return float(loss), "batch_loss at an exact NC two-view batch (docs/theory.md, section 7, instance ids"
 
 
+def optimizer_step(loss, optimizer, *, epoch: int, step: int) -> tuple[float, str | None]:
+    """One optimizer step on ``loss`` (zero_grad, backward, step) unless its value is not finite: (the value,
+    None), or (the value, the failure message naming the epoch and step) with nothing changed."""
+    value = loss.item()
+    if not math.isfinite(value):
+        return value, f"loss became non-finite ({value}) at epoch {epoch}, step {step}"
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return value, None
+
+
 def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = False, resume: bool = False) -> Result:
     """Train as ``config`` says; write the run directory if ``out_dir`` is given (module docstring).
 
@@ -342,14 +354,9 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
                 else:
                     z = model(idx) if indexed else model(x_train[idx])
                     labels = y_train[idx]
-                loss = step_loss(z, labels)
-                value = loss.item()
-                if not math.isfinite(value):
-                    failure = f"loss became non-finite ({value}) at epoch {epoch}, step {s + 1}"
+                value, failure = optimizer_step(step_loss(z, labels), optimizer, epoch=epoch, step=s + 1)
+                if failure is not None:
                     break
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
                 total += value
             record: EpochRecord | None = None
             if failure is None:
