@@ -114,3 +114,18 @@ def tilt_matrix(z, labels, setting: str, beta: float):
             w = torch.exp(b * (sim[i, neg] - sim[i, neg].max()))
             q[i, neg] = w / w.sum()
     return q
+
+
+def naive_psi(psi_name: str, sim, i: int, j: int, drawn, tau: float, margin: float = 1.0) -> float:
+    """psi_k(S_{i m_1} - S_ij, ...) of the docs/theory.md section 2 definition in float64 for the drawn negatives
+    m_l, by a Python loop; log1p(e^L) = max(L, 0) + log1p(e^{-|L|}) with L the shifted log-sum-exp."""
+    import math
+
+    t = [sim[i][m] - sim[i][j] for m in drawn]
+    if psi_name == "triplet":
+        return math.fsum(max(0.0, x + margin) for x in t) / len(t)
+    top = max(t) / tau
+    lse = top + math.log(math.fsum(math.exp(x / tau - top) for x in t))
+    if psi_name == "infonce-mean":
+        lse -= math.log(len(t))
+    return max(lse, 0.0) + math.log1p(math.exp(-abs(lse)))

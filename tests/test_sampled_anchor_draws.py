@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 import pytest
 import torch
-from conftest import random_batch, tilt_matrix
+from conftest import naive_psi, random_batch, tilt_matrix
 
 from ncgeom.losses import batch_loss, batch_loss_pairs, custom_psi
 from ncgeom.losses.kernels.sampled import sampled_values
@@ -36,18 +36,6 @@ EPS64 = torch.finfo(torch.float64).eps
 def _anchor(z, labels, setting, *, seed, **options):
     return batch_loss_pairs(z, labels, setting, estimator="sampled", draws="anchor",
                             generator=torch.Generator().manual_seed(seed), **options)
-
-
-def _naive(psi_name, sim, i, j, drawn, tau, margin=1.0):
-    """psi_k of the definition in float64 (docs/theory.md section 2), log1p(e^L) = max(L, 0) + log1p(e^-|L|)."""
-    t = [sim[i][m] - sim[i][j] for m in drawn]
-    if psi_name == "triplet":
-        return math.fsum(max(0.0, x + margin) for x in t) / len(t)
-    top = max(t) / tau
-    lse = top + math.log(math.fsum(math.exp(x / tau - top) for x in t))
-    if psi_name == "infonce-mean":
-        lse -= math.log(len(t))
-    return max(lse, 0.0) + math.log1p(math.exp(-abs(lse)))
 
 
 @pytest.mark.parametrize("setting", SETTINGS)
@@ -70,7 +58,7 @@ def test_values_are_the_definition_on_shared_draws(setting, convention):
                 assert drawn.numel() == (k if k != "batch" else int((rows[0] >= 0).sum()))
             for p, (i, j) in enumerate(zip(pairs.anchors.tolist(), pairs.positives.tolist())):
                 drawn = [m for m in pairs.negatives[p].tolist() if m >= 0]
-                want = _naive(psi_name, sim, i, j, drawn, tau)
+                want = naive_psi(psi_name, sim, i, j, drawn, tau)
                 # float64: a log-sum-exp of k terms, relative rounding ~ k eps, times |t| / tau <= 2 / tau
                 np.testing.assert_allclose(float(pairs.values[p]), want, rtol=1e-12 * max(1.0, 2 / tau),
                                            atol=8 * EPS64)

@@ -15,7 +15,7 @@ from typing import Literal
 import numpy as np
 import pytest
 import torch
-from conftest import random_batch, tilt_matrix
+from conftest import naive_psi, random_batch, tilt_matrix
 
 from ncgeom.losses import batch_loss, batch_loss_pairs, custom_psi
 from ncgeom.losses.kernels.sampled import alias_tables, sampled_values
@@ -82,18 +82,6 @@ def test_chi_square_of_one_anchor():
     assert chi2 < bound, (chi2, bound)
 
 
-def _naive(psi_name, sim, i, j, drawn, tau):
-    """psi_k of the definition in float64, log1p(e^L) = max(L, 0) + log1p(e^{-|L|}) with L the shifted LSE."""
-    t = [sim[i][m] - sim[i][j] for m in drawn]
-    if psi_name == "triplet":
-        return math.fsum(max(0.0, x + 1.0) for x in t) / len(t)
-    top = max(t) / tau
-    lse = top + math.log(math.fsum(math.exp(x / tau - top) for x in t))
-    if psi_name == "infonce-mean":
-        lse -= math.log(len(t))
-    return max(lse, 0.0) + math.log1p(math.exp(-abs(lse)))
-
-
 @pytest.mark.parametrize("setting", SETTINGS)
 @pytest.mark.parametrize("psi_name", ["infonce", "infonce-mean", "triplet"])
 def test_values_are_the_definition_on_the_drawn_negatives(setting, psi_name):
@@ -108,7 +96,7 @@ def test_values_are_the_definition_on_the_drawn_negatives(setting, psi_name):
         assert pairs.negatives is not None
         for p, (i, j) in enumerate(zip(pairs.anchors.tolist(), pairs.positives.tolist())):
             drawn = [m for m in pairs.negatives[p].tolist() if m >= 0]
-            want = _naive(psi_name, sim, i, j, drawn, tau)
+            want = naive_psi(psi_name, sim, i, j, drawn, tau)
             # float64: log1p of a sum of k exponentials, relative rounding ~ k eps, times |t|/tau <= 2/tau
             np.testing.assert_allclose(float(pairs.values[p]), want, rtol=1e-12 * max(1.0, 2 / tau),
                                        atol=8 * EPS64)
@@ -131,7 +119,7 @@ def test_expectation_over_draws_equals_the_exact_one():
         for a in neg:
             for b in neg:
                 for c in neg:
-                    vals.append(_naive("infonce-mean", sim, i, j, [a, b, c], tau))
+                    vals.append(naive_psi("infonce-mean", sim, i, j, [a, b, c], tau))
                     probs.append(float(q[i, a] * q[i, b] * q[i, c]))
         vals_np, probs_np = np.array(vals), np.array(probs)
         mean = float(probs_np @ vals_np)
