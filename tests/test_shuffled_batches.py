@@ -14,7 +14,7 @@ import pytest
 import torch
 from numpy.testing import assert_array_equal
 
-from ncgeom.data import batches_per_epoch, class_balanced_batches, epoch_batches, shuffled_batches
+from ncgeom.data import batches_per_epoch, check_batches, class_balanced_batches, epoch_batches, shuffled_batches
 from ncgeom.experiments import Config, make_data, run, run_nc_value
 from ncgeom.experiments.stacked import run_stack, stackable
 from ncgeom.experiments.sweep import plan_units, run_sweep
@@ -44,6 +44,16 @@ def test_epoch_batches_dispatches_and_counts_steps():
                        shuffled_batches(50, 16, rng=np.random.default_rng(1)))
     assert_array_equal(epoch_batches("balanced", y, 16, rng=np.random.default_rng(1)),
                        class_balanced_batches(y, 16, num_batches=4, rng=np.random.default_rng(1)))
+
+
+def test_check_batches_refuses_what_a_sampler_cannot_draw():
+    y = np.repeat(np.arange(4), [16, 11, 8, 5])
+    check_batches("balanced", y, 20)  # 5 of each class: the smallest has 5
+    with pytest.raises(ValueError, match="smallest class has 5"):
+        check_batches("balanced", y, 24)
+    check_batches("shuffle", y, 40)  # any B <= N
+    with pytest.raises(ValueError, match="batch_size"):
+        check_batches("shuffle", y, 41)
 
 
 def test_class_counts_follow_the_class_sizes():

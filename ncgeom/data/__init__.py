@@ -20,6 +20,7 @@ import importlib
 
 from ncgeom.data.batches import (
     batches_per_epoch,
+    check_batches,
     class_balanced_batches,
     class_balanced_counts,
     epoch_batches,
@@ -47,6 +48,7 @@ __all__ = [
     "class_balanced_batches",
     "shuffled_batches",
     "batches_per_epoch",
+    "check_batches",
     "epoch_batches",
     "ImageData",
     "load_image_data",

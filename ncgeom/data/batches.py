@@ -34,7 +34,8 @@ from ncgeom.labels import integer_labels
 from ncgeom.validate import require_choice, require_int
 from ncgeom.vocabulary import BATCHINGS
 
-__all__ = ["class_balanced_counts", "class_balanced_batches", "shuffled_batches", "batches_per_epoch", "epoch_batches"]
+__all__ = ["class_balanced_counts", "class_balanced_batches", "shuffled_batches", "batches_per_epoch", "check_batches",
+           "epoch_batches"]
 
 
 def class_balanced_counts(num_classes: int, batch_size: int) -> np.ndarray:
@@ -191,6 +192,16 @@ def batches_per_epoch(batches: str, num_samples: int, batch_size: int) -> int:
     n = require_int("num_samples", num_samples, min_value=1)
     b = require_int("batch_size", batch_size, min_value=2, max_value=n)
     return -(-n // b) if batches == "balanced" else n // b
+
+
+def check_batches(batches: str, labels, batch_size: int) -> None:
+    """ValueError (naming the argument) unless ``batches`` can draw batches of ``batch_size`` from ``labels``:
+    B <= N, and for class-balanced batches enough members of every class; draws nothing."""
+    batches = require_choice("batches", batches, BATCHINGS)
+    y = np.asarray(labels)
+    batches_per_epoch(batches, y.shape[0], batch_size)
+    if batches == "balanced":
+        class_balanced_batches(y, batch_size, num_batches=0, rng=np.random.default_rng(0))  # sizes only
 
 
 def epoch_batches(batches: str, labels, batch_size: int, *, rng: np.random.Generator) -> np.ndarray:

@@ -52,7 +52,7 @@ import numpy as np
 
 from ncgeom.atomic_io import atomic_write_bytes
 from ncgeom.budget import format_bytes, memory_budget
-from ncgeom.data import batches_per_epoch, epoch_batches
+from ncgeom.data import batches_per_epoch, check_batches, epoch_batches
 from ncgeom.data.images import ImageData, ImageFolderIndex, load_image_data
 from ncgeom.experiments.config import Config, config_from_dict
 from ncgeom.experiments.records import SUMMARY_FILE, EpochRecord, HistoryWriter, RunStatus, save_config
@@ -349,7 +349,7 @@ def run_image(config: Config, *, out_dir: str | Path | None = None, progress: bo
     start = time.perf_counter() - (checkpoint["elapsed_s"] if checkpoint is not None else 0.0)
 
     data = read_image_data(config)  # bad data is reported before the run directory is made
-    epoch_batches(config.batches, data.y_train, config.batch_size, rng=np.random.default_rng(0))  # sizes, before the run dir
+    check_batches(config.batches, data.y_train, config.batch_size)  # before the run directory is made
     _check_memory(config, data)
     run_dir = prepare_run_dir(out_dir)
     data_rng, init_rng, batch_rng, init_generator = seed_streams(config.seed)
