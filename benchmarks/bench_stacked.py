@@ -67,7 +67,7 @@ def part_a() -> None:
     print(f"statuses (sequential, stacked): {sorted(statuses)}")
 
 
-def _stack_step_setup(classes: int, per_class: int, batch: int, runs: int, steps: int):
+def _stack_step_setup(classes: int, per_class: int, batch: int, runs: int, steps: int, *, presort: bool = True):
     dim = classes - 1
     y = np.repeat(np.arange(classes), per_class)
     models = [build_model("unconstrained", dim=dim, num_samples=y.size, generator=torch.Generator().manual_seed(r))
@@ -76,6 +76,8 @@ def _stack_step_setup(classes: int, per_class: int, batch: int, runs: int, steps
     adam = StackedAdam(encoder.params, lr=[0.01] * runs, weight_decay=[0.0] * runs)
     batches = torch.from_numpy(np.stack([class_balanced_batches(y, batch, num_batches=steps, rng=np.random.default_rng(r))
                                          for r in range(runs)]))
+    if presort:  # as the engine gives batches of table rows: in label order (run_stack, "presort")
+        batches = batches.gather(2, torch.sort(torch.from_numpy(y)[batches], dim=2, stable=True).indices)
     labels_all = torch.from_numpy(y).expand(runs, -1)
     supervised = torch.ones(runs, dtype=torch.bool)
     tilt = torch.full((runs,), 5.0, dtype=torch.float64)

@@ -202,3 +202,37 @@ def test_authors_convention_stack_matches_sequential(case):
     theory = run(config.replace(convention="theory"))
     assert [r.loss for r in theory.history] != [r.loss for r in stacked.history]  # the convention took effect
     assert stack_key(config) != stack_key(config.replace(convention="theory"))
+
+
+@pytest.mark.parametrize("norm", ["sphere", "ball"])
+def test_unconstrained_rows_equal_indexing_and_accumulate(norm):
+    """The stacked table's rows (one index_select) and its gradient (index_add_ into a kept buffer) equal
+    W[runs, idx] under autograd bit for bit, for batches of distinct rows as the engine draws them; a second
+    backward adds to W.grad, and after zero_grad the kept buffer starts from zero again."""
+    from ncgeom.experiments.stacked.models import StackedEncoder
+    from ncgeom.geometry import normalize
+
+    generator = torch.Generator().manual_seed(0)
+    table = torch.randn(3, 10, 4, generator=generator, dtype=torch.float64)
+    idx = torch.stack([torch.randperm(10, generator=generator)[:6] for _ in range(3)])
+    upstream = torch.randn(3, 6, 4, generator=generator, dtype=torch.float64)
+    encoder = StackedEncoder("unconstrained", [table], norm=norm)
+    reference = table.clone().requires_grad_()
+
+    def indexed():
+        return normalize(reference[torch.arange(3)[:, None], idx], norm)
+
+    z, z_ref = encoder(idx), indexed()
+    torch.testing.assert_close(z, z_ref, rtol=0, atol=0)
+    z.backward(upstream)
+    z_ref.backward(upstream)
+    torch.testing.assert_close(encoder.params[0].grad, reference.grad, rtol=0, atol=0)
+    once = reference.grad.clone()
+    encoder(idx).backward(upstream)  # accumulates, as autograd does
+    indexed().backward(upstream)
+    torch.testing.assert_close(encoder.params[0].grad, reference.grad, rtol=0, atol=0)
+    encoder.params[0].grad = None  # StackedAdam.zero_grad
+    encoder(idx).backward(upstream)
+    torch.testing.assert_close(encoder.params[0].grad, once, rtol=0, atol=0)
+    with torch.no_grad():
+        torch.testing.assert_close(encoder(idx), z_ref.detach(), rtol=0, atol=0)

@@ -178,3 +178,38 @@ def test_float32_runs_with_odd_batches_are_bitwise_independent(size):
     runs = RUNS * 3
     z, labels, supervised, b, tau = _stack(runs, size=size, seed=2, classes=3)
     _assert_each_run_as_alone(z.to(torch.float32), labels, supervised, b, tau, width=size)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_batch_in_label_order_gives_the_same_bits(dtype):
+    """The engine hands batches of table rows over in label order (stable), and the kernel then skips its own
+    sort, gather and scatter: values and gradients equal those of the same batch in drawn order, permuted, bit
+    for bit (a stable sort of sorted labels is the identity, so the kernel sees the same rows)."""
+    z, labels, supervised, b, tau = _stack(RUNS, size=24)
+    z = z.to(dtype)
+    order = torch.sort(labels, dim=1, stable=True).indices
+    rows = order[..., None].expand_as(z)
+    in_order = torch.gather(z, 1, rows), torch.gather(labels, 1, order)
+    assert bool((in_order[1][:, 1:] >= in_order[1][:, :-1]).all())
+    for detach in (True, False):
+        values, grads = _stacked(z, labels, supervised, b, tau, k=1, detach=detach, band_width=24)
+        values_o, grads_o = _stacked(*in_order, supervised, b, tau, k=1, detach=detach, band_width=24)
+        torch.testing.assert_close(values_o, values, rtol=0, atol=0)
+        torch.testing.assert_close(grads_o, torch.gather(grads, 1, rows), rtol=0, atol=0)
+
+
+def test_kept_band_follows_the_labels():
+    """The band of the last sorted labels is kept between calls (checked by value): a call with other labels of
+    the same shape gets their own band, the result of a cold cache."""
+    z, labels, supervised, b, tau = _stack(RUNS, size=24)
+    other = _stack(RUNS, size=24, seed=1)[1]
+    assert not torch.equal(torch.sort(labels, 1).values, torch.sort(other, 1).values)
+    stacked_loss._cache.clear()
+    cold = _stacked(z, other, supervised, b, tau, k=1, detach=True)
+    stacked_loss._cache.clear()
+    _stacked(z, labels, supervised, b, tau, k=1, detach=True)  # keeps the band of ``labels``
+    warm = _stacked(z, other, supervised, b, tau, k=1, detach=True)
+    again = _stacked(z, other, supervised, b, tau, k=1, detach=True)  # the kept band of ``other``
+    for got in (warm, again):
+        torch.testing.assert_close(got[0], cold[0], rtol=0, atol=0)
+        torch.testing.assert_close(got[1], cold[1], rtol=0, atol=0)

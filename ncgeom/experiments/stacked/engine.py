@@ -225,6 +225,11 @@ def run_stack(configs: Sequence[Config], *, out_dirs: Sequence[str | Path | None
     band = 2 if noise else int(class_balanced_counts(len(np.unique(runs[0].data.y_train)), head.batch_size).max())
     optimizer = StackedAdam(encoder.params, lr=[c.lr for c in configs], weight_decay=[c.weight_decay for c in configs])
     row_ids = torch.arange(len(runs), device=device)[:, None]
+    # The stacked kernel sorts each batch by label (stable) and scatters dZ back; a batch of table rows
+    # (unconstrained) given in that order already gives the same z, loss and table gradient bit for bit (each
+    # table row gets the same terms), without the kernel's gather and scatter. Not for input models: the
+    # order of a batch's rows enters the sums of their weight gradients.
+    presort = indexed and not noise and not per_run
 
     def evaluate(r: int, epoch: int, loss: float | None) -> EpochRecord | None:
         run = runs[r]
@@ -259,6 +264,9 @@ def run_stack(configs: Sequence[Config], *, out_dirs: Sequence[str | Path | None
             batches = torch.from_numpy(np.stack([
                 class_balanced_batches(run.data.y_train, head.batch_size, num_batches=steps, rng=run.batch_rng)
                 for run in runs])).to(device)  # [R, steps, B]
+            if presort:  # each batch in label order (stable): the kernel's own sort is then the identity
+                batches = batches.gather(2, torch.sort(y_stack.gather(1, batches.flatten(1)).view_as(batches), dim=2,
+                                                       stable=True).indices)
             for run in runs:
                 run.total, run.failure = 0.0, None
             for s in range(steps):

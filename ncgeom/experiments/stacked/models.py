@@ -4,7 +4,9 @@
 :func:`ncgeom.models.build_model` (each from its own run's generators, so each slice is exactly that
 run's initialization), in the order of ``model.parameters()``:
 
-- unconstrained: W [R, N, d]; a batch of indices idx [R, B] gives z = normalize(W[r, idx[r]]);
+- unconstrained: W [R, N, d]; a batch of indices idx [R, B] gives z = normalize(W[r, idx[r]]) (rows taken by
+  one ``index_select`` of the flattened table; the gradient of W, zero off the batch, is summed by
+  ``index_add_`` into a buffer the encoder keeps between steps: :class:`_TableRows`);
 - linear: W [R, d, D], b [R, d]; z = normalize(x W^T + b) with one ``torch.baddbmm``;
 - mlp: (W_l [R, out, in], b_l [R, out]) per layer, ReLU between, one ``baddbmm`` per layer.
 
@@ -26,6 +28,44 @@ from ncgeom.vocabulary import ModelKind, Normalization
 __all__ = ["StackedEncoder"]
 
 
+class _TableRows(torch.autograd.Function):
+    """W[r, idx[r]] of a stacked table W [R, N, d], rows ``flat`` = r N + idx[r, i] of W viewed as [R N, d].
+
+    Backward: the gradient of W (zero but at the batch rows, summed there as torch's index backward sums them)
+    goes straight to ``W.grad``: into the encoder's kept buffer when ``W.grad`` is None (zeroed first), else
+    added in place to ``W.grad``. A fresh [R, N, d] tensor of zeros at every step, which autograd would
+    allocate, cost about 1 ms per step at R = 4, N = 2000, d = 49 (its first touch: BENCHMARKS.md, "Speed
+    round 3"), next to 0.04 ms for zeroing a kept one. The values equal those of ``W[runs, idx]``: every
+    batch row of W receives the same sum of the same terms.
+    """
+
+    @staticmethod
+    def forward(ctx, weight, flat, shape, keeper):
+        ctx.save_for_backward(flat)
+        ctx.weight, ctx.keeper = weight, keeper
+        width = weight.shape[-1]
+        return weight.detach().view(-1, width).index_select(0, flat).view(*shape, width)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        (flat,) = ctx.saved_tensors
+        weight, keeper = ctx.weight, ctx.keeper
+        width = weight.shape[-1]
+        rows = grad.reshape(-1, width)
+        if weight.grad is None:
+            buffer = keeper.get("grad")
+            if buffer is None or buffer.shape != weight.shape or buffer.dtype != rows.dtype:
+                buffer = keeper["grad"] = torch.zeros_like(weight, dtype=rows.dtype)
+            else:
+                buffer.zero_()
+            buffer.view(-1, width).index_add_(0, flat, rows)
+            weight.grad = buffer
+        else:
+            weight.grad.view(-1, width).index_add_(0, flat, rows)
+        return None, None, None, None
+
+
 class StackedEncoder:
     """R encoders of one kind and shape, parameters stacked along a leading run axis (module docstring)."""
 
@@ -33,6 +73,7 @@ class StackedEncoder:
         self.kind = kind
         self.norm = norm
         self.params = [p.detach().clone().requires_grad_(True) for p in params]
+        self._keeper: dict[str, torch.Tensor] = {}  # the kept gradient buffer of the unconstrained table
 
     @classmethod
     def from_models(cls, kind: ModelKind, models: Sequence[torch.nn.Module], *, norm: Normalization,
@@ -56,8 +97,13 @@ class StackedEncoder:
     def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
         """z [R, B, d] of a stacked batch: indices [R, B] (unconstrained) or inputs [R, B, D]."""
         if self.kind == "unconstrained":
-            runs = torch.arange(self.num_runs, device=inputs.device)[:, None]
-            return normalize(self.params[0][runs, inputs], self.norm)
+            table = self.params[0]
+            flat = (inputs + torch.arange(0, table.shape[0] * table.shape[1], table.shape[1],
+                                          device=inputs.device)[:, None]).reshape(-1)
+            if not (torch.is_grad_enabled() and table.requires_grad):
+                return normalize(table.detach().view(-1, table.shape[-1]).index_select(0, flat)
+                                 .view(*inputs.shape, table.shape[-1]), self.norm)
+            return normalize(_TableRows.apply(table, flat, tuple(inputs.shape), self._keeper), self.norm)
         h = inputs
         layers = list(zip(self.params[0::2], self.params[1::2], strict=True))
         for i, (weight, bias) in enumerate(layers):
