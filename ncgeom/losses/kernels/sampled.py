@@ -31,8 +31,12 @@ unchanged), but the pairs of one anchor are no longer independent (non-negativel
 non-decreasing, so the variance of the mean grows, by at most max_i |P(i)|; docs/theory.md section 7). The
 tuple comes from an inverse-CDF search (running sums of the weights, k binary searches per anchor: cheaper
 than the alias tables when k is not much above B), the stream anchor after anchor in canonical order, k_max
-uniforms each; the similarities S_{i m_l} are gathered once per anchor and the built-in psi are evaluated
-in O(1) (infonce) or O(log k) (triplet) per pair (:func:`_anchor_block`).
+uniforms each; for b = 0 one pick among the allowed columns, from one table per class (SCL) or in closed
+form (UCL: j + [j >= i]). The similarities S_{i m_l} are gathered once per anchor and the built-in psi are
+evaluated in O(1) (infonce) or O(log k) (triplet) per pair (:func:`_anchor_block`). The built-in psi with a
+fixed k are symmetric in an anchor's draws, so for them the search runs over each anchor's uniforms in
+ascending order (the same draws, reordered: faster binary searches) and the values are formed from the
+draws in that order; the returned negatives stay in the order drawn.
 
 Memory: the similarities of one anchor block, S_I = Z_I Z^T [block, B] (with autograd), its two alias
 tables (``"anchor"``: its running sums), and the draws of at most ``max_draws`` (pairs x k) at a time; the
@@ -163,6 +167,9 @@ def sampled_values(
     k_max = int(k_all[structure.valid].max()) if structure.num_pairs else (spec.k or 1)
     pairs_per_chunk = max(1, max_draws // k_max)
     fused = psi.builtin and psi.name in ("infonce", "infonce-mean") and spec.k is not None
+    # draws="anchor": a built-in psi of a fixed k is symmetric in an anchor's k draws, which may then be searched
+    # in the order of their sorted uniforms (:func:`_draw_inverse_cdf`)
+    symmetric = psi.builtin and psi.name in ("infonce", "infonce-mean", "triplet") and spec.k is not None
     values: list[torch.Tensor] = []
     negatives: list[torch.Tensor] = []
     for start in range(0, size, block_size):
@@ -177,13 +184,17 @@ def sampled_values(
             rows = torch.nonzero(counts).reshape(-1)  # block rows of the anchors with a pair, ascending
             with torch.no_grad():
                 every = rows.numel() == stop - start  # usually: skip the copies of the rows
-                drawn = _anchor_draws(sim.detach() if every else sim.detach()[rows],
-                                      excluded if every else excluded[rows], spec.b, k_max, udtype, generator,
-                                      rows_per_chunk=pairs_per_chunk)
+                drawn, in_order = _anchor_draws(sim.detach() if every else sim.detach()[rows],
+                                                excluded if every else excluded[rows], spec.b, k_max, udtype,
+                                                generator, rows_per_chunk=pairs_per_chunk,
+                                                any_order=symmetric, keep_order=return_negatives,
+                                                layout=_layout(labels, spec, rows + start) if spec.b == 0 else None)
                 drawn += (rows * size)[:, None]  # flat block indices r * B + m
+                if in_order is not None and in_order is not drawn:
+                    in_order += (rows * size)[:, None]
             block_values, block_negatives = _anchor_block(
                 sim, drawn, rows, counts[rows], k_all[rows + start], structure.positives[lo:hi], psi,
-                pairs_per_chunk, return_negatives)
+                pairs_per_chunk, return_negatives, in_order=in_order)
             values.append(block_values)
             if block_negatives is not None:
                 negatives.append(block_negatives)
@@ -232,8 +243,13 @@ def _anchor_block(
     psi: Psi,
     pairs_per_chunk: int,
     return_negatives: bool,
+    *,
+    in_order: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(values, negatives) of one block's pairs when anchor i's pairs share its draws m_1..m_{k_i}.
+
+    ``in_order``: the same draws in the order they were drawn, for the returned negatives (None: ``drawn``),
+    when ``drawn`` holds them in another order (:func:`_anchor_draws`).
 
     ``drawn`` [A, k_max] holds the flat block indices r * B + m of the draws of the A anchors of the block
     that have a pair (block rows ``rows``, ascending; their pairs are contiguous in canonical order,
@@ -271,8 +287,8 @@ def _anchor_block(
         values = torch.logaddexp(torch.zeros_like(arg), arg)  # exact log(1 + e^x), as psi's own func
     elif psi.builtin and psi.name == "triplet":
         assert psi.margin is not None
-        ordered = (gathered.masked_fill(pad, float("-inf")) if padded else gathered).sort(dim=1, descending=True)
-        prefix = torch.nn.functional.pad(ordered.values.cumsum(dim=1), (1, 0))  # C_0 = 0, ..., C_k [A, k_max + 1]
+        descending = _sorted_descending(gathered.masked_fill(pad, float("-inf")) if padded else gathered)
+        prefix = torch.nn.functional.pad(descending.cumsum(dim=1), (1, 0))  # C_0 = 0, ..., C_k [A, k_max + 1]
         cut = positive - psi.margin  # c_ij
         with torch.no_grad():  # n_ij = #{l : a_il >= c_ij}: searchsorted of -c_ij in -a_i (ascending), per anchor
             start = torch.repeat_interleave(torch.cumsum(pairs_per_row, 0) - pairs_per_row, pairs_per_row)
@@ -280,7 +296,7 @@ def _anchor_block(
             queries = torch.full((count, int(pairs_per_row.max())), float("inf"), dtype=sim.dtype,
                                  device=sim.device)
             queries[pair_row, slot] = -cut.detach()
-            above = torch.searchsorted(-ordered.values.detach(), queries, right=True)[pair_row, slot]
+            above = torch.searchsorted(-descending.detach(), queries, right=True)[pair_row, slot]
         values = (prefix.reshape(-1).index_select(0, pair_row * (k_max + 1) + above)
                   - above.to(sim.dtype) * cut) / k_row.index_select(0, pair_row).to(sim.dtype)
     else:
@@ -293,8 +309,26 @@ def _anchor_block(
     if not return_negatives:
         return values, None
     with torch.no_grad():
-        negatives = (drawn - base[:, None]).masked_fill_(pad, -1).index_select(0, pair_row)
+        negatives = ((drawn if in_order is None else in_order) - base[:, None]).masked_fill_(pad, -1).index_select(0, pair_row)
     return values, negatives
+
+
+def _sorted_descending(values: torch.Tensor) -> torch.Tensor:
+    """Each row of ``values`` [A, k] sorted in descending order, with autograd (the gradient of an entry goes back to
+    where it came from).
+
+    On the CPU the order comes from numpy's ``argsort`` (a SIMD quicksort; torch's CPU sort of [512, 256] took 6.2
+    ms against 2.9 ms, BENCHMARKS.md, "Speed round 3"), then one gather; elsewhere, or with a NaN, from
+    ``torch.sort`` (which puts NaN first, numpy last). The two may order ties differently, which changes no value and no gradient here: tied entries
+    are equal, so the sorted rows and their prefix sums are the same, and every count n_ij = #{l : a_il >= c_ij}
+    takes a tie group whole, so all its entries get the same gradient.
+    """
+    if values.device.type == "cpu" and values.numel() and not bool(torch.isnan(values).any()):
+        import numpy as np
+
+        order = torch.from_numpy(np.argsort(np.negative(values.detach().numpy()), axis=1))
+        return values.gather(1, order)
+    return values.sort(dim=1, descending=True).values
 
 
 def _ranges(lo: int, hi: int, step: int) -> list[tuple[int, int]]:
@@ -320,68 +354,152 @@ def _block_tables(sim: torch.Tensor, excluded: torch.Tensor, b: float) -> tuple[
     return alias_tables(weights)
 
 
+def _layout(labels: torch.Tensor, spec: LossSpec, anchors: torch.Tensor) -> tuple:
+    """How N(i) is excluded for the rows ``anchors`` (:func:`_excluded`), for :func:`_draw_uniform`:
+    ``("classes", inverse, mask)`` (SCL/HSCL: row r excludes ``mask[inverse[r]]``, its class's columns),
+    ``("self", anchors)`` (UCL/HUCL: column i) or ``("none",)`` (the authors' convention: nothing)."""
+    if spec.supervised:
+        classes, inverse = torch.unique(labels[anchors], return_inverse=True)
+        return ("classes", inverse, classes[:, None] == labels[None, :])
+    if spec.anchor_negative:
+        return ("none",)
+    return ("self", anchors)
+
+
+def _layout_rows(layout: tuple | None, r0: int, r1: int) -> tuple | None:
+    if layout is None or layout[0] == "none":
+        return layout
+    if layout[0] == "classes":
+        return ("classes", layout[1][r0:r1], layout[2])
+    return ("self", layout[1][r0:r1])
+
+
 def _anchor_draws(sim: torch.Tensor, excluded: torch.Tensor, b: float, k_max: int, udtype: torch.dtype,
-                  generator: torch.Generator, *, rows_per_chunk: int) -> torch.Tensor:
-    """Columns [A, k_max] (long): k_max i.i.d. draws from q_i for each row i (N(i) not empty), rows in order.
+                  generator: torch.Generator, *, rows_per_chunk: int, any_order: bool = False,
+                  keep_order: bool = True, layout: tuple | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(draws, in_order): columns [A, k_max] (long), k_max i.i.d. draws from q_i for each row i (N(i) not empty),
+    rows in order.
 
     Every row consumes k_max uniforms of ``generator``, row after row, whatever ``rows_per_chunk``. For b = 0,
     q_i is uniform on N(i): the draw is the floor(u |N(i)|)-th column of N(i) (:func:`_draw_uniform`, one
     gather). Otherwise an inverse-CDF search in the running sums of q_i (:func:`_anchor_cdf`,
-    :func:`_draw_inverse_cdf`).
+    :func:`_draw_inverse_cdf`); ``layout`` (:func:`_layout`, b = 0) says how ``excluded`` was formed, which
+    :func:`_draw_uniform` then does not scan. ``draws`` are in the order drawn, unless ``any_order`` (the caller's use of a
+    row is symmetric in its draws) lets the search go in the order of the sorted uniforms: then ``draws`` is a
+    row's same draws in another order and ``in_order`` (with ``keep_order``) the order drawn; else
+    ``in_order`` is ``draws`` (None when it is not kept).
     """
     ranges = _ranges(0, sim.shape[0], rows_per_chunk)
     if b == 0:
-        return torch.cat([_draw_uniform(excluded[r0:r1], k_max, udtype, generator) for r0, r1 in ranges])
+        drawn = torch.cat([_draw_uniform(excluded[r0:r1], k_max, udtype, generator, layout=_layout_rows(layout, r0, r1))
+                           for r0, r1 in ranges])
+        return drawn, drawn
     cdf = _anchor_cdf(sim, excluded, b)
-    return torch.cat([_draw_inverse_cdf(cdf[r0:r1], k_max, udtype, generator) for r0, r1 in ranges])
+    parts = [_draw_inverse_cdf(cdf[r0:r1], k_max, udtype, generator, sorted_search=any_order, keep_order=keep_order)
+             for r0, r1 in ranges]
+    drawn = torch.cat([p[0] for p in parts])
+    if not any_order:
+        return drawn, drawn
+    return drawn, (torch.cat([p[1] for p in parts]) if keep_order else None)  # type: ignore[misc]
 
 
-def _draw_uniform(excluded: torch.Tensor, k_max: int, udtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:
+def _draw_uniform(excluded: torch.Tensor, k_max: int, udtype: torch.dtype, generator: torch.Generator, *,
+                  layout: tuple | None = None) -> torch.Tensor:
     """Columns [A, k_max] (long): k_max draws per row, uniform on the columns not ``excluded`` (at least one).
 
     The j-th allowed column (ascending, j = floor(u |N(i)|), u uniform in [0, 1) in ``udtype``), so every
     allowed column has probability 1 / |N(i)| (up to the resolution of u) and an excluded one 0.
+
+    ``layout`` (:func:`_layout`) gives the same draws from the same uniforms without the [A, B] table of
+    allowed columns: for ``"classes"`` the table of each class (C rows, not A), for ``"self"`` (N(i) = every
+    column but c_i) the j-th allowed column is j + [j >= c_i], for ``"none"`` it is j.
     """
     rows, n = excluded.shape
+    if layout is not None and layout[0] in ("self", "none"):
+        size = n - 1 if layout[0] == "self" else n
+        u = torch.rand(rows * k_max, generator=generator, dtype=udtype, device=excluded.device).view(rows, k_max)
+        pick = (u.to(torch.float64) * size).long().clamp_(max=size - 1)
+        if layout[0] == "self":
+            pick += pick >= layout[1][:, None]
+        return pick
+    inverse = None
+    if layout is not None:  # "classes": one table per class of the rows
+        inverse, excluded = layout[1], layout[2]
+    groups = excluded.shape[0]
     allowed = ~excluded
     rank = allowed.cumsum(dim=1)  # allowed columns in 0..m
     count = rank[:, -1:]
     # table[i, j] = the j-th allowed column of row i; the excluded columns all land in the spare last slot
     slot = torch.where(allowed, rank - 1, torch.full_like(rank, n))
-    columns = torch.arange(n, device=excluded.device).expand(rows, n)
-    table = torch.empty(rows, n + 1, dtype=torch.long, device=excluded.device).scatter_(1, slot, columns)
+    columns = torch.arange(n, device=excluded.device).expand(groups, n)
+    table = torch.empty(groups, n + 1, dtype=torch.long, device=excluded.device).scatter_(1, slot, columns)
     u = torch.rand(rows * k_max, generator=generator, dtype=udtype, device=excluded.device).view(rows, k_max)
+    if inverse is not None:
+        count = count.index_select(0, inverse)
     pick = torch.minimum((u.to(torch.float64) * count).long(), count - 1)  # a 53-bit u can round u N up to N
-    return table.gather(1, pick)
+    if inverse is None:
+        return table.gather(1, pick)
+    return table.view(-1).index_select(0, (pick + (inverse * (n + 1))[:, None]).view(-1)).view(rows, k_max)
 
 
 def _anchor_cdf(sim: torch.Tensor, excluded: torch.Tensor, b: float) -> torch.Tensor:
     """float64 [A, B]: the running sums of q_i over the columns, divided by their total (the last is exactly 1).
 
     For anchors whose N(i) is not empty (rows of ``sim``, ``excluded``): q_im proportional to
-    exp(b (S_im - max_{N(i)} S_i)), 0 off N(i). Five passes over the block (b = 0: two).
+    exp(b (S_im - max_{N(i)} S_i)), 0 off N(i), the weights in the dtype of ``sim`` and their running sums in
+    float64. Six passes over the block (b = 0: three).
     """
     if b == 0:
         weights = (~excluded).to(torch.float64)
     else:
-        top = sim.masked_fill(excluded, float("-inf")).amax(dim=1, keepdim=True)
-        # off N(i) the exponent may overflow to inf: those entries are set to 0 right after
-        weights = (sim.to(torch.float64) - top).mul_(b).exp_().masked_fill_(excluded, 0.0)
-    cdf = weights.cumsum_(dim=1)
+        # in sim's dtype (float32: each weight within an ulp, 6e-8 relative, the resolution of the float32
+        # uniforms that draw from it); off N(i) -inf, whose exponential is 0
+        weights = sim.masked_fill(excluded, float("-inf"))
+        weights = weights.sub_(weights.amax(dim=1, keepdim=True)).mul_(b).exp_()
+    cdf = weights.cumsum(dim=1, dtype=torch.float64)
     return cdf.div_(cdf[:, -1:].clone())
 
 
-def _draw_inverse_cdf(cdf: torch.Tensor, k_max: int, udtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:
-    """Columns [A, k_max] (long) of k_max draws per row from the law whose normalized running sums are ``cdf``.
+def _draw_inverse_cdf(cdf: torch.Tensor, k_max: int, udtype: torch.dtype, generator: torch.Generator, *,
+                      sorted_search: bool = False, keep_order: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(draws, in_order): columns [A, k_max] (long) of k_max draws per row from the law whose normalized running
+    sums are ``cdf``.
 
     m = #{c : cdf_c <= u} (the first column with cdf_m > u), u uniform in [0, 1) (k_max per row, row after
     row, in ``udtype``), so P(m) = cdf_m - cdf_{m-1} = q_m up to the rounding of the float64 running sums
     (about B eps). A column of weight 0 has cdf_m = cdf_{m-1} exactly and is never drawn; u < 1 = cdf_{B-1}
     keeps m <= B - 1.
+
+    ``sorted_search``: each row's uniforms are sorted first and searched in that order, so ``draws`` holds a
+    row's draws in ascending column order: the same draws (the same uniforms, each searched alike), in another
+    order. The binary searches of ascending queries follow nearly the same path one after the other, which
+    the CPU's branch predictor rewards: 4.9 ms against 8.6 ms for [512, 256] queries into [512, 512]
+    (BENCHMARKS.md, "Speed round 3"). With ``keep_order`` the draws are also returned in the order drawn
+    (``in_order``; else None); without ``sorted_search``, ``in_order`` is ``draws``.
     """
     rows = cdf.shape[0]
     u = torch.rand(rows * k_max, generator=generator, dtype=udtype, device=cdf.device).view(rows, k_max)
-    return torch.searchsorted(cdf, u.to(torch.float64), right=True)
+    if not sorted_search:
+        drawn = torch.searchsorted(cdf, u.to(torch.float64), right=True)
+        return drawn, drawn
+    order = None
+    if u.device.type == "cpu":  # numpy's SIMD sort: torch's CPU sort of [512, 256] costs about 6 ms
+        import numpy as np
+
+        values = u.numpy()
+        if keep_order:
+            positions = np.argsort(values, axis=1)
+            ascending = torch.from_numpy(np.take_along_axis(values, positions, axis=1))
+            order = torch.from_numpy(positions)
+        else:
+            ascending = torch.from_numpy(np.sort(values, axis=1))
+    else:
+        result = u.sort(dim=1)
+        ascending, order = result.values, (result.indices if keep_order else None)
+    drawn = torch.searchsorted(cdf, ascending.to(torch.float64), right=True)
+    if order is None:
+        return drawn, None
+    return drawn, torch.empty_like(drawn).scatter_(1, order, drawn)
 
 
 def _draw(table, base, k_max, size, udtype, generator):
