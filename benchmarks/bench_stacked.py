@@ -9,7 +9,8 @@
     C = 100 (N = 2000, B = 512, d = 99), float32, HSCL beta = 5; peak RSS of a fresh process doing it;
 (c) compute-bound: the per-step time at the claim-6 full shape (C = 50, N = 2000, B = 512, d = 49) of the
     sequential step (batch_loss, backend auto = blocked, and torch.optim.Adam) and of the stacked step per
-    run (R = 1 and R = 4) and of the stacked loss alone, against the 3-GEMM floor (S = Z Z^T, G Z, G^T Z at those sizes); one step of
+    run (R = 1, 4, 16 and 60, the stack the claim-6 full sweep forms on one worker; batches of table rows in
+    label order, as the engine gives them) and of the stacked loss alone, against the 3-GEMM floor (S = Z Z^T, G Z, G^T Z at those sizes); one step of
     each in turn, 50 rounds, medians (the load of a shared machine hits every row alike).
 
 Usage: python benchmarks/bench_stacked.py [--part a,b,c] [--threads 1]
@@ -165,6 +166,9 @@ def part_c() -> None:
     cases = {"sequential (blocked + torch Adam)": (sequential_step, 1),
              "stacked R = 1": (_stack_step_setup(classes, per_class, batch, 1, 60), 1),
              "stacked R = 4": (_stack_step_setup(classes, per_class, batch, 4, 60), 4),
+             "stacked R = 16": (_stack_step_setup(classes, per_class, batch, 16, 60), 16),
+             # the claim-6 full sweep on one worker trains its 60 runs as one stack (plan_units)
+             "stacked R = 60": (_stack_step_setup(classes, per_class, batch, 60, 60), 60),
              "stacked loss alone (forward + backward), R = 4": (loss_only, 4),
              "3-GEMM floor": (floor, 1)}
     times: dict[str, list[float]] = {name: [] for name in cases}
