@@ -23,7 +23,7 @@ from functools import partial
 import torch
 
 from ncgeom.losses import batch_loss
-from ncgeom.losses.kernels.sampled import _block_tables, _excluded
+from ncgeom.losses.kernels.draws import block_alias_tables, excluded_columns
 from ncgeom.losses.kernels.structure import LossSpec, PairStructure, pair_structure
 from ncgeom.losses.psi import Psi, make_psi
 from ncgeom.vocabulary import effective_beta, is_supervised
@@ -108,7 +108,7 @@ def print_timings(z0: torch.Tensor, labels: torch.Tensor, gen: torch.Generator, 
         for setting in args.settings:
             spec = LossSpec(supervised=is_supervised(setting), b=effective_beta(setting, beta), tau=tau, k=args.k)
             structure = pair_structure(labels, supervised=spec.supervised)
-            excluded = _excluded(labels, spec, 0, args.batch)
+            excluded = excluded_columns(labels, spec, 0, args.batch)
             for psi_name in args.psi:
                 psi = make_psi(psi_name, tau=tau)
 
@@ -121,7 +121,7 @@ def print_timings(z0: torch.Tensor, labels: torch.Tensor, gen: torch.Generator, 
 
                 def tables(z, spec=spec, excluded=excluded):
                     with torch.no_grad():
-                        _block_tables(z @ z.T, excluded, spec.b)
+                        block_alias_tables(z @ z.T, excluded, spec.b)
                     return None
 
                 def old(z, psi=psi, spec=spec, structure=structure):

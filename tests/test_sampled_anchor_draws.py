@@ -263,17 +263,17 @@ def test_uniform_draws_by_layout_equal_the_table_of_allowed_columns(supervised, 
     """b = 0: the draws through the exclusion layout (one table per class; j + [j >= i] when only i is excluded;
     j when nothing is) equal those of the [A, B] table of allowed columns, from the same uniforms, bit for bit;
     a subset of rows (anchors with a pair) keeps its own layout."""
-    from ncgeom.losses.kernels.sampled import _draw_uniform, _excluded, _layout
+    from ncgeom.losses.kernels.draws import excluded_columns, exclusion_layout, uniform_draws
 
     _, labels = random_batch(5, size=17)
     spec = LossSpec(supervised=supervised, b=0.0, tau=0.5, k=6, convention=convention)
     rows = torch.tensor([0, 2, 3, 7, 11, 16])
-    excluded = _excluded(labels, spec, 0, labels.numel())[rows]
-    layout = _layout(labels, spec, rows)
+    excluded = excluded_columns(labels, spec, 0, labels.numel())[rows]
+    layout = exclusion_layout(labels, spec, rows)
     assert layout[0] == ("classes" if supervised else "none" if spec.anchor_negative else "self")
     for seed in range(3):
-        table = _draw_uniform(excluded, 40, udtype, torch.Generator().manual_seed(seed))
-        fast = _draw_uniform(excluded, 40, udtype, torch.Generator().manual_seed(seed), layout=layout)
+        table = uniform_draws(excluded, 40, udtype, torch.Generator().manual_seed(seed))
+        fast = uniform_draws(excluded, 40, udtype, torch.Generator().manual_seed(seed), layout=layout)
         assert torch.equal(fast, table)
         assert not bool(excluded.gather(1, fast).any())
 
@@ -281,16 +281,16 @@ def test_uniform_draws_by_layout_equal_the_table_of_allowed_columns(supervised, 
 def test_sorted_search_gives_the_same_draws_in_ascending_order():
     """The inverse-CDF search in the order of the sorted uniforms (psi symmetric in the draws): per row the same
     multiset of columns, ascending, and with keep_order the draws as drawn, equal to the plain search."""
-    from ncgeom.losses.kernels.sampled import _anchor_cdf, _draw_inverse_cdf, _excluded
+    from ncgeom.losses.kernels.draws import anchor_cdf, excluded_columns, inverse_cdf_draws
 
     z, labels = random_batch(6, size=19)
     spec = LossSpec(supervised=False, b=2.0, tau=0.5, k=6)
-    cdf = _anchor_cdf(z @ z.T, _excluded(labels, spec, 0, 19), 2.0)
+    cdf = anchor_cdf(z @ z.T, excluded_columns(labels, spec, 0, 19), 2.0)
     for udtype in (torch.float32, torch.float64):
-        plain, _ = _draw_inverse_cdf(cdf, 50, udtype, torch.Generator().manual_seed(1))
-        ascending, kept = _draw_inverse_cdf(cdf, 50, udtype, torch.Generator().manual_seed(1), sorted_search=True)
+        plain, _ = inverse_cdf_draws(cdf, 50, udtype, torch.Generator().manual_seed(1))
+        ascending, kept = inverse_cdf_draws(cdf, 50, udtype, torch.Generator().manual_seed(1), sorted_search=True)
         assert kept is not None and torch.equal(kept, plain)
         assert torch.equal(ascending, plain.sort(dim=1).values)
-        alone, none = _draw_inverse_cdf(cdf, 50, udtype, torch.Generator().manual_seed(1), sorted_search=True,
+        alone, none = inverse_cdf_draws(cdf, 50, udtype, torch.Generator().manual_seed(1), sorted_search=True,
                                         keep_order=False)
         assert none is None and torch.equal(alone, ascending)

@@ -18,7 +18,8 @@ import torch
 from conftest import naive_psi, random_batch, tilt_matrix
 
 from ncgeom.losses import batch_loss, batch_loss_pairs, custom_psi
-from ncgeom.losses.kernels.sampled import alias_tables, sampled_values
+from ncgeom.losses.kernels.draws import alias_tables
+from ncgeom.losses.kernels.sampled import sampled_values
 from ncgeom.losses.kernels.structure import LossSpec, pair_structure
 from ncgeom.losses.psi import make_psi
 from ncgeom.vocabulary import SETTINGS

@@ -100,9 +100,6 @@ class StackedEncoder:
             table = self.params[0]
             flat = (inputs + torch.arange(0, table.shape[0] * table.shape[1], table.shape[1],
                                           device=inputs.device)[:, None]).reshape(-1)
-            if not (torch.is_grad_enabled() and table.requires_grad):
-                return normalize(table.detach().view(-1, table.shape[-1]).index_select(0, flat)
-                                 .view(*inputs.shape, table.shape[-1]), self.norm)
             return normalize(_TableRows.apply(table, flat, tuple(inputs.shape), self._keeper), self.norm)
         h = inputs
         layers = list(zip(self.params[0::2], self.params[1::2], strict=True))

@@ -4,6 +4,7 @@
 - :mod:`.dense`: the reference, plain autograd on the B x B similarity matrix;
 - :mod:`.blocked`: a custom autograd Function over row blocks, never materializing B x B;
 - :mod:`.sampled`: the sampled estimator (the authors' code), any psi;
+- :mod:`.draws`: its draws of negatives from q_i (alias tables per pair, inverse-CDF tuples per anchor);
 - :mod:`.triton_kernel`: a Triton kernel for CUDA (imported lazily; triton is optional).
 
 Users call :func:`ncgeom.losses.batch_loss`; these modules take already validated arguments.
