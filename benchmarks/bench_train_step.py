@@ -22,6 +22,7 @@ import torch
 
 from ncgeom.data import class_balanced_batches
 from ncgeom.experiments import Config, run
+from ncgeom.experiments.stacked.adam import adam
 from ncgeom.losses import batch_loss
 from ncgeom.models import build_model
 from ncgeom.threads import limit_cpu_threads
@@ -40,7 +41,7 @@ def main() -> None:
     y = np.repeat(np.arange(classes), per_class)
     labels = torch.from_numpy(y)
     model = build_model("unconstrained", dim=classes - 1, num_samples=y.size, generator=torch.Generator().manual_seed(0))
-    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    opt = adam(model.parameters(), lr=0.05, weight_decay=0.0)  # the engines' Adam
     batches = torch.from_numpy(class_balanced_batches(y, batch, num_batches=args.steps + 100, rng=np.random.default_rng(0)))
 
     def step(i: int) -> float:

@@ -1,11 +1,11 @@
-"""What torch's fused CPU Adam would do to the stacked step (an experiment; the engine keeps its for-loop update).
+"""The stacked step with the engine's fused Adam against the for-loop update it replaced, side by side.
 
-StackedAdam.step is replaced, in this process only, by ``torch._fused_adam_`` over the per-run slices of each
-stacked parameter (one contiguous view per run, so every run is updated as ``torch.optim.Adam(fused=True)``
-would update it alone). The fused update is not bitwise the for-loop one (float32: 2.4e-7 apart after 20 steps
-of a [2000, 49] table), which is why the engine does not use it: it would move every stored result at the
-rounding level. Prints ms per run-step and the ratio to the 3-GEMM floor at the claim-6 full shape (C = 50,
-B = 512, d = 49) for R = 4 and 60, both updates, the steps and the floor interleaved (25 rounds, medians).
+The engine's :class:`StackedAdam` hands each run's slices to ``torch._fused_adam_`` (one read and write per
+element). The for-loop update it replaced (until commit 6d0fb1e: ``lerp_``, ``mul_``/``addcmul_``, ``sqrt``,
+``div_``, ``add_``, ``addcdiv_`` over the whole stacked tensor, seven passes) is kept here, as the reference
+of the comparison only. Prints ms per run-step and the ratio to the 3-GEMM floor at the claim-6 full shape
+(C = 50, B = 512, d = 49) for R = 4 and 60, both updates, the steps and the floor interleaved (25 rounds,
+medians).
 
 Run: ``python benchmarks/fused_adam_step.py`` (one thread).
 """
@@ -24,25 +24,27 @@ import bench_stacked  # noqa: E402
 
 from ncgeom.experiments.stacked.adam import StackedAdam  # noqa: E402
 
-LOOP = StackedAdam.step
+FUSED = StackedAdam.step
 
 
-def fused_step(self: StackedAdam) -> None:
-    """One Adam update of every run through torch._fused_adam_ (same lr and weight decay for all runs)."""
+@torch.no_grad()
+def loop_step(self: StackedAdam) -> None:
+    """The for-loop update of every run (one lr and weight decay for the stack, as in the bench)."""
     if len(set(self.lr)) > 1 or len(set(self.weight_decay)) > 1:
-        raise ValueError("this experiment takes one lr and one weight decay for the stack")
+        raise ValueError("this reference takes one lr and one weight decay for the stack")
     beta1, beta2 = self.betas
-    steps = self.__dict__.setdefault("_fused_steps", [torch.zeros((), dtype=torch.float32) for _ in self.params])
-    with torch.no_grad():
-        for i, (p, m, v) in enumerate(zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True)):
-            if p.grad is None:
-                continue
-            steps[i] += 1
-            runs = range(p.shape[0])
-            torch._fused_adam_([p[r] for r in runs], [p.grad[r] for r in runs], [m[r] for r in runs],
-                               [v[r] for r in runs], [], [steps[i]] * len(runs), lr=self.lr[0], beta1=beta1,
-                               beta2=beta2, weight_decay=self.weight_decay[0], eps=self.eps, amsgrad=False,
-                               maximize=False)
+    self.steps += 1
+    bias_correction1 = 1 - beta1**self.steps
+    bias_correction2_sqrt = (1 - beta2**self.steps) ** 0.5
+    denoms = self.__dict__.setdefault("_denoms", [torch.empty_like(p) for p in self.params])
+    for p, m, v, denom in zip(self.params, self.exp_avg, self.exp_avg_sq, denoms, strict=True):
+        if p.grad is None:
+            continue
+        grad = p.grad if self.weight_decay[0] == 0 else p.grad.add(p, alpha=self.weight_decay[0])
+        m.lerp_(grad, 1 - beta1)
+        v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        torch.sqrt(v, out=denom).div_(bias_correction2_sqrt).add_(self.eps)
+        p.addcdiv_(m, denom, value=-self.lr[0] / bias_correction1)
 
 
 def main() -> None:
@@ -56,7 +58,7 @@ def main() -> None:
 
     cases = {}
     for runs in (4, 60):
-        for name, update in (("for-loop", LOOP), ("fused", fused_step)):
+        for name, update in (("for-loop", loop_step), ("fused", FUSED)):
             StackedAdam.step = update  # type: ignore[method-assign]
             cases[(runs, name)] = (bench_stacked._stack_step_setup(50, 40, 512, runs, 200), update, [])
     floors: list[float] = []
@@ -70,7 +72,7 @@ def main() -> None:
             t0 = time.perf_counter()
             floor()
             floors.append(time.perf_counter() - t0)
-    StackedAdam.step = LOOP  # type: ignore[method-assign]
+    StackedAdam.step = FUSED  # type: ignore[method-assign]
     f = statistics.median(floors)
     print(f"3-GEMM floor {1e3 * f:.3f} ms")
     print("| R | Adam | ms per run-step | x floor |")

@@ -28,7 +28,7 @@ import torch
 
 from ncgeom.data import class_balanced_batches
 from ncgeom.data.augment import standardize
-from ncgeom.experiments.stacked.adam import StackedAdam
+from ncgeom.experiments.stacked.adam import StackedAdam, adam
 from ncgeom.experiments.stacked.loss import stacked_weighted
 from ncgeom.experiments.stacked.models import StackedEncoder
 from ncgeom.losses import batch_loss
@@ -139,7 +139,7 @@ def part_resnet(device: torch.device, kinds: tuple[str, ...], batch: int, side: 
     for kind in kinds:
         for precision in precisions:
             model = ResNetEncoder(kind=kind, dim=99, norm="ball", generator=torch.Generator().manual_seed(1)).to(device)
-            optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+            optimizer = adam(model.parameters(), lr=1e-3, weight_decay=0.0)  # image_train's Adam
 
             def step(_: int, model=model, optimizer=optimizer, precision=precision) -> None:
                 x = standardize(images.float() / 255.0)

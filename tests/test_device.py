@@ -12,8 +12,9 @@ Tolerances of the GPU tests (float64, eps = 2.2e-16):
   The gradient dZ = G Z + G^T Z sums B terms of G, each known to that error: the same bound relative to
   max |dZ|.
 - stacked vs sequential on CUDA: tests/test_stacked.py's TOL = 100 T B eps (another kernel for the weighted
-  estimator, and here also torch's CUDA Adam (foreach, addcdiv rounding m / denom first) against StackedAdam:
-  one rounding per update, within the same T B eps budget).
+  estimator; both engines' Adam is torch's fused kernel, given each run's own slice by StackedAdam, bitwise
+  on the CPU; on CUDA not checked, so at most one rounding per update is allowed, within the same T B eps
+  budget).
 - a weighted float64 run on CUDA vs the same run on the CPU: the same data, initialization and batches
   (drawn on the CPU), no per-step draws, another kernel (triton or blocked on CUDA, blocked on the CPU):
   the same TOL.

@@ -168,7 +168,7 @@ def _fake_stages(monkeypatch, *, fail: str | None = None, calls: list | None = N
 def test_failed_stage_is_recorded_others_run_and_resume_retries_it(tmp_path, monkeypatch, capsys):
     calls: list = []
     _fake_stages(monkeypatch, fail="claims", calls=calls)
-    assert main(["reproduce", "--tiny", "--out", str(tmp_path)]) == 1
+    assert main(["reproduce", "--tiny", "--out", str(tmp_path), "--workers", "1"]) == 1
     assert calls == ["verify", "theory", "claims", "figures"]
     marker = read_json(tmp_path / ".stages" / "claims.json")
     assert marker["status"] == "failed" and "claims exploded" in marker["error"]
@@ -178,13 +178,74 @@ def test_failed_stage_is_recorded_others_run_and_resume_retries_it(tmp_path, mon
     # resume: finished stages are skipped, the failed one is retried, figures are redrawn after it
     calls.clear()
     _fake_stages(monkeypatch, calls=calls)
-    assert main(["reproduce", "--tiny", "--out", str(tmp_path)]) == 0
+    assert main(["reproduce", "--tiny", "--out", str(tmp_path), "--workers", "1"]) == 0
     assert calls == ["claims", "figures"]
     assert read_json(tmp_path / "verify" / "data.json") == {"stage": "verify"}
     # --redo recomputes a finished stage
     calls.clear()
-    assert main(["reproduce", "--tiny", "--out", str(tmp_path), "--redo", "theory"]) == 0
+    assert main(["reproduce", "--tiny", "--out", str(tmp_path), "--redo", "theory", "--workers", "1"]) == 0
     assert calls == ["theory", "figures"]
+
+
+def _meeting_stages(monkeypatch, *, timeout: float, raise_in: str | None = None):
+    """Fake stages where theory waits for the claims to start (``timeout`` s) and claims wait for theory to end:
+    they both finish only when they run at the same time. Returns the list of (stage, thread name) calls."""
+    import threading
+
+    started, finished = threading.Event(), threading.Event()
+    calls: list = []
+
+    def make(name):
+        def stage(ctx):
+            calls.append((name, threading.current_thread().name))
+            if name == raise_in:
+                raise KeyboardInterrupt  # as a stop signal would (not an Exception: never recorded as failed)
+            if name == "theory":
+                if not started.wait(timeout):
+                    raise RuntimeError("the claims did not start while theory ran")
+                finished.set()
+            if name == "claims":
+                started.set()
+                if not finished.wait(timeout):
+                    raise RuntimeError("theory did not end while the claims ran")
+            atomic_write_json(ctx.out / name / "data.json", {"stage": name})
+            return {}
+
+        return stage
+
+    fakes = {name: make(name) for name in pipeline.STAGES[:-1]}
+    monkeypatch.setattr(pipeline, "_STAGE_FUNCS", {**pipeline._STAGE_FUNCS, **fakes})
+    return calls
+
+
+def test_verify_and_theory_run_beside_the_claims_with_workers(tmp_path, monkeypatch):
+    calls = _meeting_stages(monkeypatch, timeout=30.0)
+    result = pipeline.reproduce(tmp_path, scale="tiny", workers=2, log=lambda msg: None)
+    assert result.ok and [o.stage for o in result.stages] == list(pipeline.STAGES)
+    assert all(o.status == "done" for o in result.stages)
+    names = [stage for stage, _ in calls]
+    assert names.index("verify") < names.index("theory") and names[-1] == "figures"
+    threads = dict(calls)
+    assert threads["verify"] == threads["theory"] != threads["claims"] == threads["figures"]
+
+
+def test_one_worker_runs_the_stages_one_after_another(tmp_path, monkeypatch):
+    calls = _meeting_stages(monkeypatch, timeout=0.2)
+    result = pipeline.reproduce(tmp_path, scale="tiny", workers=1, log=lambda msg: None)
+    assert [stage for stage, _ in calls] == ["verify", "theory", "claims", "figures"]
+    assert len({thread for _, thread in calls}) == 1
+    status = {o.stage: o.status for o in result.stages}  # theory waited for claims in vain, then claims for theory
+    assert status["theory"] == "failed" and status["claims"] == "failed"
+
+
+def test_a_stop_in_the_side_thread_reaches_the_caller_and_the_stage_reruns(tmp_path, monkeypatch):
+    _meeting_stages(monkeypatch, timeout=0.2, raise_in="verify")
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.reproduce(tmp_path, scale="tiny", workers=2, log=lambda msg: None)
+    assert not (tmp_path / ".stages" / "verify.json").exists()  # not recorded: it reruns next time
+    calls = _meeting_stages(monkeypatch, timeout=30.0)
+    assert pipeline.reproduce(tmp_path, scale="tiny", workers=2, log=lambda msg: None).ok
+    assert "verify" in [stage for stage, _ in calls]
 
 
 def test_interrupted_write_keeps_the_previous_file(tmp_path, monkeypatch):

@@ -122,7 +122,7 @@ def test_nc_value_is_the_mean_over_the_documented_draws():
 
 def test_run_trains_on_the_shuffled_batches():
     """The run's trajectory is the one recomputed here from the same seed streams: the batch stream's
-    shuffled_batches each epoch, the loss of batch_loss, torch's Adam (float64, so equality is exact)."""
+    shuffled_batches each epoch, the loss of batch_loss, torch's fused Adam, the engines' update (float64, so equality is exact)."""
     from ncgeom.losses import batch_loss
     from ncgeom.models import build_model
 
@@ -133,7 +133,7 @@ def test_run_trains_on_the_shuffled_batches():
     data = make_data(config, rng=data_rng)
     model = build_model("unconstrained", dim=3, norm="sphere", num_samples=data.num_train, labels=data.y_train,
                         generator=generator, rng=init_rng, dtype=torch.float64)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, fused=True)
     y = torch.as_tensor(data.y_train)
     steps = data.num_train // config.batch_size
     for epoch in range(config.epochs):

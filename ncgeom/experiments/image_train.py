@@ -337,6 +337,7 @@ def run_image(config: Config, *, out_dir: str | Path | None = None, progress: bo
     import torch
 
     from ncgeom.data.augment import standardize, to_float_images, two_views  # torch: only when a run starts
+    from ncgeom.experiments.stacked.adam import adam
     from ncgeom.losses import Psi, batch_loss, make_psi
     from ncgeom.models import build_model
 
@@ -357,7 +358,7 @@ def run_image(config: Config, *, out_dir: str | Path | None = None, progress: bo
     model = build_model(config.model, dim=config.embedding_dim, norm=config.norm, generator=init_generator,
                         dtype=dtype).to(device)  # drawn on the CPU (seed_streams): the same weights on every device
     generator = step_generator(init_generator, device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     nc_val, nc_source = run_nc_value(config, labels=data.y_train)
     sampled = config.estimator == "sampled"
     psi: PsiName | Psi = make_psi(config.psi, tau=config.tau, margin=config.margin) if sampled else "infonce"

@@ -276,6 +276,7 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
     """
     import torch
 
+    from ncgeom.experiments.stacked.adam import adam  # the Adam of both engines (fused kernel)
     from ncgeom.losses import Psi, batch_loss, make_psi  # ncgeom.losses and ncgeom.models import torch
     from ncgeom.models import build_model
 
@@ -306,7 +307,7 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
     x_train = torch.as_tensor(data.x_train, dtype=dtype, device=device)
     x_test = torch.as_tensor(data.x_test, dtype=dtype, device=device)
     y_train = torch.as_tensor(data.y_train, device=device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     nc_val, nc_source = run_nc_value(config, labels=data.y_train)
     sampled = config.estimator == "sampled"
     psi: PsiName | Psi = make_psi(config.psi, tau=config.tau, margin=config.margin) if sampled else "infonce"

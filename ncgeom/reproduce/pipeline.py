@@ -32,6 +32,7 @@ unwinds the call, stops the workers and releases the lock; the interrupted stage
 from __future__ import annotations
 
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -167,10 +168,52 @@ def reproduce(
         ctx = Context(out=out, scale=params, workers=workers, engine=engine, progress=progress, redo=frozenset(redo),
                       wait=wait, device=device, log=log or (lambda msg: print(msg, file=sys.stderr, flush=True)))
         t_start = time.perf_counter()
-        outcomes = [_run_stage(ctx, stage) for stage in STAGES[:-1] if stages is None or stage in stages]
+        outcomes = _run_stages(ctx, [stage for stage in STAGES[:-1] if stages is None or stage in stages])
         outcomes.append(_run_stage(ctx, "report", force=True))
     return ReproduceResult(out=out, scale=params.name, stages=tuple(outcomes), report=out / "report.md",
                            seconds=time.perf_counter() - t_start)
+
+
+#: The stages that need neither the claims nor each other's order with them: with ``workers`` > 1 they run in
+#: a thread of their own while the claims stage trains in the worker processes (:func:`_run_stages`).
+BESIDE_CLAIMS: tuple[str, ...] = ("verify", "theory")
+
+
+def _run_stages(ctx: Context, todo: list[str]) -> list[StageOutcome]:
+    """Run the stages ``todo`` (in STAGES order); the outcomes in the same order.
+
+    With ``workers`` > 1 the claims train in worker processes and this process only feeds them, so the verify
+    and theory stages (one core's work: symbolic checks, searches, certificates; they read nothing of the
+    claims) run meanwhile, in order, in a daemon thread; the figures start when both sides are done. The
+    machine then holds ``workers`` training processes plus this one. The stages' results do not depend on it:
+    each writes its own files (atomically) and seeds its own generators. A stop signal reaches the main thread
+    (the claims); the thread's stage is then cut off when the process ends, before writing its stage record, so
+    it reruns next time, as an interrupted stage always does. With one worker the stages go one after another.
+    """
+    beside = [stage for stage in todo if stage in BESIDE_CLAIMS]
+    if ctx.workers == 1 or "claims" not in todo or not beside:
+        return [_run_stage(ctx, stage) for stage in todo]
+    done: dict[str, StageOutcome] = {}
+    raised: list[BaseException] = []
+
+    def side() -> None:
+        try:
+            for stage in beside:
+                done[stage] = _run_stage(ctx, stage)
+        except BaseException as exc:  # re-raised in the main thread (a stage's own errors are recorded there)
+            raised.append(exc)
+
+    thread = threading.Thread(target=side, name="ncgeom-reproduce-theory", daemon=True)
+    ctx.log(f"[{'+'.join(beside)}] running beside the claims (a thread of this process; {ctx.workers} workers train)")
+    thread.start()
+    done["claims"] = _run_stage(ctx, "claims")
+    thread.join()
+    if raised:
+        raise raised[0]
+    for stage in todo:
+        if stage not in done:
+            done[stage] = _run_stage(ctx, stage)
+    return [done[stage] for stage in todo]
 
 
 def _run_stage(ctx: Context, stage: str, *, force: bool = False) -> StageOutcome:

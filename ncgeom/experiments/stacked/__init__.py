@@ -4,7 +4,7 @@
   run directories as :func:`ncgeom.experiments.run`), :func:`stack_key`, :func:`stackable`, :func:`can_stack`,
   :func:`group_stacks`, :func:`stack_memory_bytes`;
 - :mod:`.models`: :class:`StackedEncoder` (unconstrained, linear, MLP parameters [R, ...]; imports torch);
-- :mod:`.adam`: :class:`StackedAdam` (torch.optim.Adam per run, per-run lr and weight decay; imports torch);
+- :mod:`.adam`: :func:`adam` and :class:`StackedAdam` (torch's fused Adam for one run, and per run of a stack with per-run lr and weight decay; imports torch);
 - :mod:`.loss`: :func:`stacked_weighted` (the weighted estimator on [R, B, d]; imports torch).
 
 Importing this package does not import torch; :func:`run_stack` does.

@@ -1,32 +1,48 @@
-"""Adam on stacked parameters: one state per run, per-run learning rate and weight decay.
+"""Adam of both engines: torch's fused Adam, for one run (``adam``) or per run of a stack (``StackedAdam``).
 
-Each parameter is a tensor [R, ...] whose slice r belongs to run r. The update is torch.optim.Adam's
-(single-tensor CPU path, ``amsgrad=False``, ``maximize=False``), written elementwise so that slice r
-follows exactly the operations torch.optim.Adam applies to run r's own parameter:
+The update is torch.optim.Adam's (``amsgrad=False``, ``maximize=False``, L2 weight decay added to the
+gradient), evaluated by torch's fused kernel (``torch._fused_adam_``, what ``torch.optim.Adam(fused=True)``
+calls):
 
 .. math::
 
-    g \\leftarrow g + \\lambda_r \\theta,\\quad m \\leftarrow m + (1 - \\beta_1)(g - m),\\quad
+    g \\leftarrow g + \\lambda_r \\theta,\\quad m \\leftarrow \\beta_1 m + (1 - \\beta_1) g,\\quad
     v \\leftarrow \\beta_2 v + (1 - \\beta_2) g^2,\\quad
-    \\theta \\leftarrow \\theta + \\frac{(-\\eta_r / (1 - \\beta_1^t))\\, m}{\\sqrt{v} / \\sqrt{1 - \\beta_2^t} + \\epsilon},
+    \\theta \\leftarrow \\theta - \\frac{\\eta_r}{1 - \\beta_1^t}\\, \\frac{m}{\\sqrt{v} / \\sqrt{1 - \\beta_2^t} + \\epsilon},
 
-where eta_r = ``lr[r]``, lambda_r = ``weight_decay[r]`` (L2 added to the gradient, as torch does) and t
-the step count (the same for every run of a stack). The per-run step size is rounded to the parameter's
-dtype as torch rounds its scalar, and the last line is evaluated as torch's CPU ``addcdiv`` does
-((value * m) / denom, then added); when every run has the same lr it is torch's ``addcdiv_`` itself. So a
-stack of one run follows torch.optim.Adam bitwise, and so does each run of a stack (tests/test_stacked.py).
-The state and the per-run step sizes live on the parameters' device. On CUDA torch.optim.Adam takes its
-multi-tensor (foreach) path and its ``addcdiv`` kernel rounds value * (m / denom): a stack of one run
-follows it to rounding, not bitwise (tests/test_device.py bounds the difference).
+where eta_r = ``lr[r]``, lambda_r = ``weight_decay[r]`` and t the step count (the same for every run of a
+stack). The sequential engine takes it from :func:`adam`; :class:`StackedAdam` hands the kernel run r's own
+slice of every stacked parameter [R, ...] (a contiguous tensor of the shape of the run's own parameter), one
+call per distinct (lr, weight decay). The kernel is elementwise and walks a tensor in SIMD chunks from its
+first element, with a scalar loop for the last few (their last bit can differ from the SIMD one); how it
+splits the tensor among threads, and where the tensor lies in memory, do not change a result (checked for
+1 and 2 threads and shifted storage). A run's update therefore depends only on its own slice: a run of a
+stack follows ``torch.optim.Adam(fused=True)`` on the same parameter bitwise, whatever its stack mates
+(tests/test_stacked.py).
+
+Why fused: it reads and writes each element once, where the for-loop update (``lerp_``, ``mul_``,
+``addcmul_``, ``sqrt``, ``div_``, ``add_``, ``addcdiv_``) passes over the whole parameter seven times; for the
+unconstrained model that parameter is every run's whole [N, d] table at every step (BENCHMARKS.md, "Speed
+round 4"). It rounds differently from the for-loop update (float32: a few 1e-7 after 20 steps), so results
+computed before the switch agree with those after to rounding, not bitwise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 
-__all__ = ["StackedAdam"]
+__all__ = ["adam", "StackedAdam"]
+
+BETAS = (0.9, 0.999)
+EPS = 1e-8
+
+
+def adam(params: Iterable[torch.Tensor], *, lr: float, weight_decay: float) -> torch.optim.Adam:
+    """The optimizer of one run: ``torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=True)``
+    (module docstring; betas (0.9, 0.999), eps 1e-8)."""
+    return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, betas=BETAS, eps=EPS, fused=True)
 
 
 class StackedAdam:
@@ -35,17 +51,20 @@ class StackedAdam:
     Parameters
     ----------
     params : sequence of Tensor [R, ...]
-        Leaf tensors with ``requires_grad``; ``step`` reads their ``.grad``.
+        Leaf tensors with ``requires_grad``, contiguous; ``step`` reads their ``.grad`` and updates them in place.
     lr, weight_decay : sequence of float, length R
     betas, eps : as torch.optim.Adam (0.9, 0.999), 1e-8.
     """
 
     def __init__(self, params: Sequence[torch.Tensor], *, lr: Sequence[float], weight_decay: Sequence[float],
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
+                 betas: tuple[float, float] = BETAS, eps: float = EPS):
         self.params = list(params)
         runs = self.params[0].shape[0] if self.params else 0
         if len(lr) != runs or len(weight_decay) != runs:
             raise ValueError(f"lr and weight_decay must have one value per run ({runs}), got {len(lr)} and {len(weight_decay)}")
+        for i, p in enumerate(self.params):
+            if not p.is_contiguous():
+                raise ValueError(f"params[{i}] must be contiguous (each run's slice goes to the fused kernel as is)")
         self.lr = [float(v) for v in lr]
         self.weight_decay = [float(v) for v in weight_decay]
         self.betas = (float(betas[0]), float(betas[1]))
@@ -53,10 +72,15 @@ class StackedAdam:
         self.steps = 0
         self.exp_avg = [torch.zeros_like(p) for p in self.params]
         self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
-        # the denominator and the per-run update of each parameter, reused at every step: allocating them
-        # anew (a few MiB per step for a large stack) made glibc return the memory and fault it back in
-        self._denom = [torch.empty_like(p) for p in self.params]
-        self._update: list[torch.Tensor | None] = [None] * len(self.params)
+        # torch.optim.Adam(fused=True) keeps its step count as a float32 tensor on the parameter's device
+        self._step = [torch.zeros((), dtype=torch.float32, device=p.device) for p in self.params]
+        groups: dict[tuple[float, float], list[int]] = {}
+        for r, key in enumerate(zip(self.lr, self.weight_decay)):
+            groups.setdefault(key, []).append(r)
+        self._groups = list(groups.items())
+        # the per-run slices of the parameters and the moments, taken once (every update is in place)
+        self._slices = [(p.detach().unbind(0), m.unbind(0), v.unbind(0))
+                        for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True)]
 
     def zero_grad(self) -> None:
         for p in self.params:
@@ -67,33 +91,14 @@ class StackedAdam:
         """One Adam update of every run (parameters without a gradient are skipped, as torch does)."""
         beta1, beta2 = self.betas
         self.steps += 1
-        step = float(self.steps)  # torch keeps the count as a float tensor and reads it with .item()
-        bias_correction1 = 1 - beta1**step
-        bias_correction2_sqrt = (1 - beta2**step) ** 0.5
-        same_decay = len(set(self.weight_decay)) <= 1
-        same_lr = len(set(self.lr)) <= 1
-        for i, (p, m, v) in enumerate(zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True)):
+        for i, p in enumerate(self.params):
             if p.grad is None:
                 continue
-            grad = p.grad
-            shape = (p.shape[0],) + (1,) * (p.ndim - 1)
-            if same_decay and self.weight_decay and self.weight_decay[0] != 0:
-                grad = grad.add(p, alpha=self.weight_decay[0])
-            elif not same_decay:  # slice by slice: torch's add(alpha=) rounding, not a broadcast product
-                grad = grad.clone()
-                for r, wd in enumerate(self.weight_decay):
-                    if wd != 0:
-                        grad[r] = grad[r].add(p[r], alpha=wd)
-            m.lerp_(grad, 1 - beta1)
-            v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            denom = torch.sqrt(v, out=self._denom[i]).div_(bias_correction2_sqrt).add_(self.eps)
-            if same_lr:  # one step size: torch's own addcdiv_
-                p.addcdiv_(m, denom, value=-self.lr[0] / bias_correction1)
-                continue
-            # -lr / bc1 computed in float64 (Python) and rounded to p's dtype, as torch's Scalar value is
-            step_size = torch.tensor([-lr / bias_correction1 for lr in self.lr], dtype=torch.float64, device=p.device)
-            update = self._update[i]
-            if update is None:
-                update = self._update[i] = torch.empty_like(p)
-            torch.mul(m, step_size.to(p.dtype).reshape(shape), out=update)
-            p.add_(update.div_(denom))
+            self._step[i] += 1
+            grads = p.grad.contiguous().unbind(0)
+            params, exp_avg, exp_avg_sq = self._slices[i]
+            for (lr, weight_decay), runs in self._groups:
+                torch._fused_adam_(
+                    [params[r] for r in runs], [grads[r] for r in runs], [exp_avg[r] for r in runs],
+                    [exp_avg_sq[r] for r in runs], [], [self._step[i]] * len(runs), lr=lr, beta1=beta1, beta2=beta2,
+                    weight_decay=weight_decay, eps=self.eps, amsgrad=False, maximize=False)
