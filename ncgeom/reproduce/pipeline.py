@@ -15,6 +15,10 @@ Stages, in order (each writes only under the output directory ``out``):
    -> ``out/figures/<name>.png|pdf``.
 5. ``report``: ``out/report.md`` (:mod:`ncgeom.reproduce.report`).
 
+With ``workers`` > 1 the verify and theory stages (which read nothing of the claims) run, in that order, in a
+thread beside the claims stage, whose runs train in the worker processes; the figures wait for both
+(:func:`_run_stages`). With one worker every stage runs after the one before.
+
 Resumable: a finished stage leaves ``out/.stages/<stage>.json`` (:class:`~ncgeom.reproduce.stages.StageRecord`) and is skipped on the next call (the
 theory files and the claims are skipped one by one, and sweeps skip finished runs); figures are
 redrawn when an earlier stage ran again. All writes are atomic, so an interrupted or failed run never
