@@ -80,7 +80,8 @@ def render_report(out: str | Path) -> str:
             continue
         total += record.seconds
         stage_rows.append([stage, record.status, f"{record.seconds:.1f}", record.error])
-    stage_rows.append(["total", "", f"{total:.1f}", "sum of the stage times (each from the call that last ran the stage)"])
+    stage_rows.append(["total", "", f"{total:.1f}", "sum of the stage times (each from the call that last ran the stage; "
+                       "with more than one worker verify and theory run beside the claims, so the wall time is less)"])
     lines += _table(["stage", "status", "seconds", "error"], stage_rows)
 
     lines += ["", "## Verification (proofs_check)", ""]

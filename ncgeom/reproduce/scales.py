@@ -3,9 +3,9 @@
 The scale names are ncgeom.vocabulary.SCALES; the claim sweeps use the table of the same name in each spec.
 
 - ``tiny``: for the end-to-end tests (well under a minute): the fastest checks and sweeps.
-- ``quick``: the default, every claim at reduced size (about a minute on 2 CPU cores; the budget is
+- ``quick``: the default, every claim at reduced size (under 3 minutes on 2 CPU cores; the budget is
   10 minutes).
-- ``full``: the paper-scale settings (5 seeds, 295 runs: about 21 minutes on 2 cores; see docs/getting_started.md).
+- ``full``: the paper-scale settings (5 seeds, 325 runs: about 23 minutes on 2 cores; see docs/getting_started.md).
 """
 
 from __future__ import annotations
