@@ -249,6 +249,40 @@ def test_sigterm_stops_a_reproduction_cleanly(tmp_path):
     assert not (out / ".stages" / "claims.json").exists()  # an interrupted stage is not recorded as done
 
 
+@pytest.mark.slow
+def test_sigterm_stops_a_reproduction_with_its_side_process(tmp_path):
+    """Every stage, 2 workers: verify and theory run in a process beside the claims. SIGTERM while both sides
+    work stops the workers and that process too (exit 143, one line, no traceback, no abort at exit), and no
+    stage of the cut-off side is recorded."""
+    out = tmp_path / "out"
+    proc = subprocess.Popen(_cli("reproduce", "--tiny", "--workers", "2", "--quiet", "--out", str(out)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env())
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:  # two workers and the side process exist, and a training run has started
+            children = psutil.Process(proc.pid).children(recursive=True)
+            if len(children) >= 3 and list(out.glob("sweeps/*/*/config.json")):
+                break
+            assert proc.poll() is None and time.monotonic() < deadline, "the reproduction did not start both sides"
+            time.sleep(0.05)
+        theory_done = (out / ".stages" / "theory.json").exists()
+        t0 = time.monotonic()
+        proc.terminate()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert re.search(r"ncgeom reproduce: interrupted by SIGTERM: \d+ of \d+ runs finished; rerun the same command "
+                     r"to resume\n?$", err), err
+    assert "Traceback" not in err and "terminate called" not in err
+    _assert_all_gone(children, t0)
+    assert read_holder(out) is None
+    assert not (out / ".stages" / "claims.json").exists()
+    if not theory_done:  # theory was cut off (tiny theory takes ~15 s; training starts within a few)
+        assert not (out / ".stages" / "theory.json").exists()
+
+
 def _final_state(run_dir: Path) -> tuple:
     """What a run computed, without its wall-clock times: status, epochs, final record, every history line."""
     summary = RunSummary.load(run_dir)

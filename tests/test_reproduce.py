@@ -4,6 +4,7 @@ bad input, and the documentation that ships with it (check_your_loss.md runs, cl
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import re
 import time
@@ -218,15 +219,43 @@ def _meeting_stages(monkeypatch, *, timeout: float, raise_in: str | None = None)
     return calls
 
 
+def _claims_that_watch_the_side(monkeypatch, *, stop: bool = False):
+    """A fake claims stage (verify and theory stay real): it notes whether theory was already done when it
+    started, then waits (<= 120 s) for the theory record, or raises KeyboardInterrupt at once (``stop``)."""
+    seen: dict = {}
+
+    def claims(ctx):
+        seen["theory_done_at_start"] = (ctx.out / ".stages" / "theory.json").exists()
+        seen["children"] = [p.name for p in multiprocessing.active_children()]
+        if stop:
+            raise KeyboardInterrupt  # as a stop signal would
+        deadline = time.monotonic() + 120
+        while not (ctx.out / ".stages" / "theory.json").exists():
+            assert time.monotonic() < deadline, "theory did not finish while the claims ran"
+            time.sleep(0.05)
+        atomic_write_json(ctx.out / "claims" / "data.json", {"stage": "claims"})
+        return {}
+
+    def figures(ctx):
+        atomic_write_json(ctx.out / "figures" / "status.json", {})
+        return {}
+
+    monkeypatch.setattr(pipeline, "_STAGE_FUNCS", {**pipeline._STAGE_FUNCS, "claims": claims, "figures": figures})
+    return seen
+
+
 def test_verify_and_theory_run_beside_the_claims_with_workers(tmp_path, monkeypatch):
-    calls = _meeting_stages(monkeypatch, timeout=30.0)
-    result = pipeline.reproduce(tmp_path, scale="tiny", workers=2, log=lambda msg: None)
-    assert result.ok and [o.stage for o in result.stages] == list(pipeline.STAGES)
-    assert all(o.status == "done" for o in result.stages)
-    names = [stage for stage, _ in calls]
-    assert names.index("verify") < names.index("theory") and names[-1] == "figures"
-    threads = dict(calls)
-    assert threads["verify"] == threads["theory"] != threads["claims"] == threads["figures"]
+    """With 2 workers the claims start before theory is done and end after it: the two ran at the same time,
+    theory in its own process, whose log lines reach the caller's log."""
+    seen = _claims_that_watch_the_side(monkeypatch)
+    lines: list[str] = []
+    result = pipeline.reproduce(tmp_path, scale="tiny", workers=2, log=lines.append)
+    assert seen["theory_done_at_start"] is False and "ncgeom-reproduce-theory" in seen["children"]
+    status = {o.stage: o.status for o in result.stages}
+    assert status == {"verify": "done", "theory": "done", "claims": "done", "figures": "done", "report": "done"}
+    assert "[theory] done" in " ".join(lines) and any(line.startswith("  theory/") for line in lines)
+    assert (tmp_path / "verify" / "results.json").exists() and (tmp_path / "theory" / "nc_values.json").exists()
+    assert not multiprocessing.active_children()
 
 
 def test_one_worker_runs_the_stages_one_after_another(tmp_path, monkeypatch):
@@ -238,14 +267,24 @@ def test_one_worker_runs_the_stages_one_after_another(tmp_path, monkeypatch):
     assert status["theory"] == "failed" and status["claims"] == "failed"
 
 
-def test_a_stop_in_the_side_thread_reaches_the_caller_and_the_stage_reruns(tmp_path, monkeypatch):
-    _meeting_stages(monkeypatch, timeout=0.2, raise_in="verify")
+def test_a_stop_during_the_claims_stops_the_side_process_and_its_stage_reruns(tmp_path, monkeypatch):
+    seen = _claims_that_watch_the_side(monkeypatch, stop=True)
+    t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         pipeline.reproduce(tmp_path, scale="tiny", workers=2, log=lambda msg: None)
-    assert not (tmp_path / ".stages" / "verify.json").exists()  # not recorded: it reruns next time
-    calls = _meeting_stages(monkeypatch, timeout=30.0)
-    assert pipeline.reproduce(tmp_path, scale="tiny", workers=2, log=lambda msg: None).ok
-    assert "verify" in [stage for stage, _ in calls]
+    assert "ncgeom-reproduce-theory" in seen["children"]
+    assert not multiprocessing.active_children()  # stopped before the call returned
+    assert time.monotonic() - t0 < 60
+    assert not (tmp_path / ".stages" / "theory.json").exists()  # cut off: not recorded, so it reruns
+    before = sorted(p.name for p in (tmp_path / "theory").glob("*")) if (tmp_path / "theory").exists() else []
+    time.sleep(1.0)  # nothing writes to the folder once the call has returned
+    after = sorted(p.name for p in (tmp_path / "theory").glob("*")) if (tmp_path / "theory").exists() else []
+    assert before == after
+    monkeypatch.undo()
+    calls = _meeting_stages(monkeypatch, timeout=0.2)
+    pipeline.reproduce(tmp_path, scale="tiny", workers=1, log=lambda msg: None)
+    assert "theory" in [stage for stage, _ in calls]
+
 
 
 def test_interrupted_write_keeps_the_previous_file(tmp_path, monkeypatch):

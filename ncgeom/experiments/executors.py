@@ -26,13 +26,13 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from ncgeom.threads import limit_cpu_threads
 from ncgeom.validate import require_int
 
-__all__ = ["make_executor", "process_pool", "terminate_pool", "dask_executor"]
+__all__ = ["make_executor", "process_pool", "terminate_pool", "dask_executor", "die_with_parent"]
 
 _WATCHDOG_S = 0.5  # how often a worker checks that its parent is alive
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def _die_with_parent(parent_pid: int) -> None:  # pragma: no cover - runs in child processes
+def die_with_parent(parent_pid: int) -> None:  # pragma: no cover - runs in child processes
     """Make this process exit when ``parent_pid`` dies: PR_SET_PDEATHSIG (Linux) and a watchdog thread."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
@@ -47,7 +47,7 @@ def _die_with_parent(parent_pid: int) -> None:  # pragma: no cover - runs in chi
 
 
 def _init_worker(parent_pid: int) -> None:  # pragma: no cover - runs in child processes
-    _die_with_parent(parent_pid)  # also covers a parent that died before this line (the watchdog sees it)
+    die_with_parent(parent_pid)  # also covers a parent that died before this line (the watchdog sees it)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C hits the whole process group: the parent stops us
     limit_cpu_threads(1)  # one core per worker: the workers are the parallelism
 

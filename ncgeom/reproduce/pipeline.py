@@ -15,8 +15,8 @@ Stages, in order (each writes only under the output directory ``out``):
    -> ``out/figures/<name>.png|pdf``.
 5. ``report``: ``out/report.md`` (:mod:`ncgeom.reproduce.report`).
 
-With ``workers`` > 1 the verify and theory stages (which read nothing of the claims) run, in that order, in a
-thread beside the claims stage, whose runs train in the worker processes; the figures wait for both
+With ``workers`` > 1 the verify and theory stages (which read nothing of the claims) run, in that order, in one
+more process beside the claims stage, whose runs train in the worker processes; the figures wait for both
 (:func:`_run_stages`). With one worker every stage runs after the one before.
 
 Resumable: a finished stage leaves ``out/.stages/<stage>.json`` (:class:`~ncgeom.reproduce.stages.StageRecord`) and is skipped on the next call (the
@@ -35,6 +35,10 @@ unwinds the call, stops the workers and releases the lock; the interrupted stage
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import queue
+import signal
 import sys
 import threading
 import time
@@ -45,6 +49,7 @@ from pathlib import Path
 
 from ncgeom.atomic_io import atomic_write_json, read_json
 from ncgeom.experiments.claims import run_claims
+from ncgeom.experiments.executors import die_with_parent
 from ncgeom.experiments.sweep import check_devices
 from ncgeom.figures.render import render_all
 from ncgeom.locking import folder_lock, prepare_folder
@@ -179,8 +184,9 @@ def reproduce(
 
 
 #: The stages that need neither the claims nor each other's order with them: with ``workers`` > 1 they run in
-#: a thread of their own while the claims stage trains in the worker processes (:func:`_run_stages`).
+#: a process of their own while the claims stage trains in the worker processes (:func:`_run_stages`).
 BESIDE_CLAIMS: tuple[str, ...] = ("verify", "theory")
+_SIDE_STOP_S = 5.0  # how long a stopped side process gets to end on SIGTERM before SIGKILL
 
 
 def _run_stages(ctx: Context, todo: list[str]) -> list[StageOutcome]:
@@ -188,36 +194,96 @@ def _run_stages(ctx: Context, todo: list[str]) -> list[StageOutcome]:
 
     With ``workers`` > 1 the claims train in worker processes and this process only feeds them, so the verify
     and theory stages (one core's work: symbolic checks, searches, certificates; they read nothing of the
-    claims) run meanwhile, in order, in a daemon thread; the figures start when both sides are done. The
-    machine then holds ``workers`` training processes plus this one. The stages' results do not depend on it:
-    each writes its own files (atomically) and seeds its own generators. A stop signal reaches the main thread
-    (the claims); the thread's stage is then cut off when the process ends, before writing its stage record, so
-    it reruns next time, as an interrupted stage always does. With one worker the stages go one after another.
+    claims) run meanwhile, in order, in one more process (:func:`_side_process`, spawned, dying with this one,
+    deaf to Ctrl-C like the workers); its log lines come back through a queue to ``ctx.log``. The figures start
+    when both sides are done. The stages' results do not depend on it: each writes its own files (atomically)
+    and seeds its own generators. A stop signal reaches this process (the claims): the side process is then
+    stopped (SIGTERM, SIGKILL after ``_SIDE_STOP_S``) before the signal goes on, so nothing writes to ``out``
+    once the call has returned; its unfinished stage has no record and reruns next time, as an interrupted
+    stage always does. A side process that dies without reporting leaves its unfinished stages recorded as
+    failed. With one worker the stages go one after another, in this process.
     """
     beside = [stage for stage in todo if stage in BESIDE_CLAIMS]
     if ctx.workers == 1 or "claims" not in todo or not beside:
         return [_run_stage(ctx, stage) for stage in todo]
-    done: dict[str, StageOutcome] = {}
-    raised: list[BaseException] = []
-
-    def side() -> None:
-        try:
-            for stage in beside:
-                done[stage] = _run_stage(ctx, stage)
-        except BaseException as exc:  # re-raised in the main thread (a stage's own errors are recorded there)
-            raised.append(exc)
-
-    thread = threading.Thread(target=side, name="ncgeom-reproduce-theory", daemon=True)
-    ctx.log(f"[{'+'.join(beside)}] running beside the claims (a thread of this process; {ctx.workers} workers train)")
-    thread.start()
-    done["claims"] = _run_stage(ctx, "claims")
-    thread.join()
-    if raised:
-        raise raised[0]
+    mp = multiprocessing.get_context("spawn")
+    messages = mp.Queue()
+    proc = mp.Process(target=_side_process, name="ncgeom-reproduce-theory", daemon=True,
+                      args=(str(ctx.out), ctx.scale.name, tuple(beside), tuple(sorted(ctx.redo)), ctx.wait,
+                            ctx.device, ctx.workers, ctx.engine, os.getpid(), messages))
+    ctx.log(f"[{'+'.join(beside)}] running beside the claims (one more process; {ctx.workers} workers train)")
+    proc.start()
+    side: dict[str, StageOutcome] = {}
+    pump = threading.Thread(target=_pump, args=(proc, messages, ctx, side), name="ncgeom-reproduce-log", daemon=True)
+    pump.start()
+    try:
+        claims = _run_stage(ctx, "claims")
+        pump.join()
+    except BaseException:  # a stop signal (or an error) in the claims: stop the side process before going on
+        _stop(proc)
+        pump.join(_SIDE_STOP_S)
+        raise
+    proc.join()
+    done = {**side, "claims": claims}
+    for stage in beside:
+        if stage not in done:  # the side process died before reporting it
+            error = f"the side process ended (exit code {proc.exitcode}) before finishing {stage}"
+            StageRecord(stage, "failed", 0.0, error).save(ctx.out)
+            ctx.log(f"[{stage}] FAILED: {error}")
+            done[stage] = StageOutcome(stage, "failed", 0.0, error)
+            ctx.ran.append(stage)
     for stage in todo:
         if stage not in done:
             done[stage] = _run_stage(ctx, stage)
     return [done[stage] for stage in todo]
+
+
+def _pump(proc, messages, ctx: Context, side: dict[str, StageOutcome]) -> None:
+    """Hand the side process's messages to ``ctx`` until it has reported every stage or ended."""
+    while True:
+        try:
+            kind, payload = messages.get(timeout=0.2)
+        except queue.Empty:
+            if proc.is_alive():
+                continue
+            try:  # it ended: what it put last may still be in the pipe
+                kind, payload = messages.get(timeout=0.5)
+            except (queue.Empty, EOFError, OSError):
+                return
+        except (EOFError, OSError):  # the pipe broke (the process was killed while writing)
+            return
+        if kind == "log":
+            ctx.log(payload)
+        elif kind == "stage":
+            side[payload.stage] = payload
+            if payload.status != "skipped":
+                ctx.ran.append(payload.stage)
+        elif kind == "end":
+            return
+
+
+def _stop(proc) -> None:
+    if proc.is_alive():
+        proc.terminate()
+        proc.join(_SIDE_STOP_S)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(1.0)
+
+
+def _side_process(out: str, scale: str, stages: tuple[str, ...], redo: tuple[str, ...], wait: float,
+                  device: str | None, workers: int, engine: Engine, parent_pid: int,
+                  messages) -> None:  # pragma: no cover - runs in a child process (tests/test_reproduce.py)
+    """Run ``stages`` (verify, theory) into ``out`` and report each outcome and log line on ``messages``."""
+    die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C hits the whole process group: the parent stops us
+    ctx = Context(out=Path(out), scale=scale_parameters(scale), workers=workers, engine=engine, progress=False,
+                  redo=frozenset(redo), wait=wait, device=device, log=lambda msg: messages.put(("log", msg)))
+    for stage in stages:
+        messages.put(("stage", _run_stage(ctx, stage)))
+    messages.put(("end", None))
+    messages.close()
+    messages.join_thread()
 
 
 def _run_stage(ctx: Context, stage: str, *, force: bool = False) -> StageOutcome:
