@@ -220,50 +220,20 @@ def test_kill_9_closes_the_pipe_of_a_piped_sweep(spec_path, tmp_path):
     _assert_all_gone(procs, t0)
 
 
-@pytest.mark.slow
-def test_sigterm_stops_a_reproduction_cleanly(tmp_path):
-    out = tmp_path / "out"
-    proc = subprocess.Popen(_cli("reproduce", "--tiny", "--workers", "2", "--stages", "claims", "--quiet",
-                                 "--out", str(out)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=_env())
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while not list(out.glob("sweeps/*/*/config.json")):  # a training run has started
-            assert proc.poll() is None and time.monotonic() < deadline, "the reproduction did not start training"
-            time.sleep(0.05)
-        procs = psutil.Process(proc.pid).children(recursive=True)
-        t0 = time.monotonic()
-        proc.terminate()
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 143, err
-    assert re.search(r"ncgeom reproduce: interrupted by SIGTERM: \d+ of \d+ runs finished; rerun the same command "
-                     r"to resume\n?$", err), err
-    assert "Traceback" not in err
-    _assert_all_gone(procs, t0)
-    for summary in out.glob("sweeps/*/*/summary.json"):
-        assert check_run(summary.parent) is None
-    assert read_holder(out) is None and all(read_holder(d) is None for d in out.glob("sweeps/*"))
-    assert not (out / ".stages" / "claims.json").exists()  # an interrupted stage is not recorded as done
-
-
-@pytest.mark.slow
-def test_sigterm_stops_a_reproduction_with_its_side_process(tmp_path):
-    """Every stage, 2 workers: verify and theory run in a process beside the claims. SIGTERM while both sides
-    work stops the workers and that process too (exit 143, one line, no traceback, no abort at exit), and no
-    stage of the cut-off side is recorded."""
-    out = tmp_path / "out"
-    proc = subprocess.Popen(_cli("reproduce", "--tiny", "--workers", "2", "--quiet", "--out", str(out)),
+def _terminate_reproduction(out: Path, *stages: str, children: int = 2) -> tuple[subprocess.Popen, str, list, float, bool]:
+    """Start ``ncgeom reproduce --tiny --workers 2`` (``--stages`` when given), wait until at least ``children``
+    processes exist and a training run has started, SIGTERM it; (process, stderr, its descendants then, time of
+    the signal, whether theory was recorded before it)."""
+    option = ("--stages", ",".join(stages)) if stages else ()
+    proc = subprocess.Popen(_cli("reproduce", "--tiny", "--workers", "2", *option, "--quiet", "--out", str(out)),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env())
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:  # two workers and the side process exist, and a training run has started
-            children = psutil.Process(proc.pid).children(recursive=True)
-            if len(children) >= 3 and list(out.glob("sweeps/*/*/config.json")):
+        while True:
+            procs = psutil.Process(proc.pid).children(recursive=True)
+            if len(procs) >= children and list(out.glob("sweeps/*/*/config.json")):
                 break
-            assert proc.poll() is None and time.monotonic() < deadline, "the reproduction did not start both sides"
+            assert proc.poll() is None and time.monotonic() < deadline, "the reproduction did not start training"
             time.sleep(0.05)
         theory_done = (out / ".stages" / "theory.json").exists()
         t0 = time.monotonic()
@@ -275,10 +245,28 @@ def test_sigterm_stops_a_reproduction_with_its_side_process(tmp_path):
     assert proc.returncode == 143, err
     assert re.search(r"ncgeom reproduce: interrupted by SIGTERM: \d+ of \d+ runs finished; rerun the same command "
                      r"to resume\n?$", err), err
-    assert "Traceback" not in err and "terminate called" not in err
-    _assert_all_gone(children, t0)
-    assert read_holder(out) is None
-    assert not (out / ".stages" / "claims.json").exists()
+    assert "Traceback" not in err and "terminate called" not in err  # no abort at exit either
+    _assert_all_gone(procs, t0)
+    assert read_holder(out) is None and all(read_holder(d) is None for d in out.glob("sweeps/*"))
+    assert not (out / ".stages" / "claims.json").exists()  # an interrupted stage is not recorded as done
+    return proc, err, procs, t0, theory_done
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_reproduction_cleanly(tmp_path):
+    out = tmp_path / "out"
+    _terminate_reproduction(out, "claims")
+    for summary in out.glob("sweeps/*/*/summary.json"):
+        assert check_run(summary.parent) is None
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_reproduction_with_its_side_process(tmp_path):
+    """Every stage, 2 workers: verify and theory run in a process beside the claims. SIGTERM while both sides
+    work stops the workers and that process too (exit 143, one line, no traceback, no abort at exit), and no
+    stage of the cut-off side is recorded."""
+    out = tmp_path / "out"
+    *_, theory_done = _terminate_reproduction(out, children=3)  # two workers and the side process
     if not theory_done:  # theory was cut off (tiny theory takes ~15 s; training starts within a few)
         assert not (out / ".stages" / "theory.json").exists()
 
