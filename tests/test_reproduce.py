@@ -337,3 +337,23 @@ def test_cli_reference_covers_every_subcommand_and_option():
 def test_cli_reference_is_current():
     """docs/cli.md is the output of `python -m ncgeom.cli.reference` (regenerate it when a parser changes)."""
     assert (DOCS / "cli.md").read_text() == cli_reference()
+
+
+def test_a_side_process_that_dies_leaves_its_stages_recorded_as_failed(tmp_path, monkeypatch):
+    """The side process gets a scale it cannot resolve, so it dies before reporting any stage: both of its
+    stages are recorded as failed with its exit code, the claims and the figures still run."""
+    import dataclasses
+
+    from ncgeom.reproduce.scales import scale_parameters
+
+    calls = _meeting_stages(monkeypatch, timeout=0.0)  # the fake stages of this process (claims, figures)
+    lines: list[str] = []
+    ctx = pipeline.Context(out=tmp_path, scale=dataclasses.replace(scale_parameters("tiny"), name="bogus"),  # type: ignore[arg-type]
+                           workers=2, log=lines.append)
+    outcomes = pipeline._run_stages(ctx, ["verify", "theory", "claims", "figures"])
+    status = {o.stage: (o.status, o.error) for o in outcomes}
+    for stage in ("verify", "theory"):
+        assert status[stage][0] == "failed" and "side process ended (exit code 1)" in status[stage][1]
+        assert read_json(tmp_path / ".stages" / f"{stage}.json")["status"] == "failed"
+    assert [stage for stage, _ in calls] == ["claims", "figures"]  # the fakes ran here; the side never started one
+    assert not multiprocessing.active_children()
