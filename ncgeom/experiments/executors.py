@@ -26,13 +26,13 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from ncgeom.threads import limit_cpu_threads
 from ncgeom.validate import require_int
 
-__all__ = ["make_executor", "process_pool", "terminate_pool", "dask_executor", "die_with_parent"]
+__all__ = ["make_executor", "process_pool", "terminate_pool", "dask_executor", "init_child", "stop_processes"]
 
 _WATCHDOG_S = 0.5  # how often a worker checks that its parent is alive
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def die_with_parent(parent_pid: int) -> None:  # pragma: no cover - runs in child processes
+def _die_with_parent(parent_pid: int) -> None:  # pragma: no cover - runs in child processes
     """Make this process exit when ``parent_pid`` dies: PR_SET_PDEATHSIG (Linux) and a watchdog thread."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
@@ -46,9 +46,14 @@ def die_with_parent(parent_pid: int) -> None:  # pragma: no cover - runs in chil
     threading.Thread(target=watch, name="ncgeom-parent-watchdog", daemon=True).start()
 
 
-def _init_worker(parent_pid: int) -> None:  # pragma: no cover - runs in child processes
-    die_with_parent(parent_pid)  # also covers a parent that died before this line (the watchdog sees it)
+def init_child(parent_pid: int) -> None:  # pragma: no cover - runs in child processes
+    """What every child process of ncgeom does first: die with ``parent_pid``, and ignore SIGINT."""
+    _die_with_parent(parent_pid)  # also covers a parent that died before this line (the watchdog sees it)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C hits the whole process group: the parent stops us
+
+
+def _init_worker(parent_pid: int) -> None:  # pragma: no cover - runs in child processes
+    init_child(parent_pid)
     limit_cpu_threads(1)  # one core per worker: the workers are the parallelism
 
 
@@ -85,7 +90,13 @@ def terminate_pool(pool: ProcessPoolExecutor, *, timeout: float = 5.0) -> None:
     and wakes every thread waiting on them (``shutdown(cancel_futures=True)`` would not: a future
     cancelled that way never notifies ``as_completed``, which then waits forever).
     """
-    processes = list((getattr(pool, "_processes", None) or {}).values())
+    stop_processes(list((getattr(pool, "_processes", None) or {}).values()), timeout=timeout)
+    pool.shutdown(wait=True)
+
+
+def stop_processes(processes, *, timeout: float = 5.0) -> None:
+    """SIGTERM every live process of ``processes`` (multiprocessing.Process), then SIGKILL those still alive
+    after ``timeout`` seconds in all."""
     for p in processes:
         if p.is_alive():
             p.terminate()
@@ -95,7 +106,6 @@ def terminate_pool(pool: ProcessPoolExecutor, *, timeout: float = 5.0) -> None:
         if p.is_alive():
             p.kill()
             p.join(1.0)
-    pool.shutdown(wait=True)
 
 
 @contextlib.contextmanager

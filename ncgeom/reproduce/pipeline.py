@@ -38,7 +38,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import queue
-import signal
 import sys
 import threading
 import time
@@ -49,7 +48,7 @@ from pathlib import Path
 
 from ncgeom.atomic_io import atomic_write_json, read_json
 from ncgeom.experiments.claims import run_claims
-from ncgeom.experiments.executors import die_with_parent
+from ncgeom.experiments.executors import init_child, stop_processes
 from ncgeom.experiments.sweep import check_devices
 from ncgeom.figures.render import render_all
 from ncgeom.locking import folder_lock, prepare_folder
@@ -220,7 +219,7 @@ def _run_stages(ctx: Context, todo: list[str]) -> list[StageOutcome]:
         claims = _run_stage(ctx, "claims")
         pump.join()
     except BaseException:  # a stop signal (or an error) in the claims: stop the side process before going on
-        _stop(proc)
+        stop_processes([proc], timeout=_SIDE_STOP_S)
         pump.join(_SIDE_STOP_S)
         raise
     proc.join()
@@ -262,21 +261,11 @@ def _pump(proc, messages, ctx: Context, side: dict[str, StageOutcome]) -> None:
             return
 
 
-def _stop(proc) -> None:
-    if proc.is_alive():
-        proc.terminate()
-        proc.join(_SIDE_STOP_S)
-    if proc.is_alive():
-        proc.kill()
-        proc.join(1.0)
-
-
 def _side_process(out: str, scale: str, stages: tuple[str, ...], redo: tuple[str, ...], wait: float,
                   device: str | None, workers: int, engine: Engine, parent_pid: int,
                   messages) -> None:  # pragma: no cover - runs in a child process (tests/test_reproduce.py)
     """Run ``stages`` (verify, theory) into ``out`` and report each outcome and log line on ``messages``."""
-    die_with_parent(parent_pid)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C hits the whole process group: the parent stops us
+    init_child(parent_pid)  # as the workers: dies with this process, leaves Ctrl-C to it
     ctx = Context(out=Path(out), scale=scale_parameters(scale), workers=workers, engine=engine, progress=False,
                   redo=frozenset(redo), wait=wait, device=device, log=lambda msg: messages.put(("log", msg)))
     for stage in stages:
