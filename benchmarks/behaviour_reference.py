@@ -262,7 +262,7 @@ def _compare_checkpoint(a: Path, b: Path) -> str | None:
 
 _MASKS = [
     (re.compile(r"\b\d+(\.\d+)?\s*(s|ms|min)\b"), "<time>"),
-    (re.compile(r"\b[0-9a-f]{7,40}\b"), "<hash>"),
+    (re.compile(r"\b[0-9a-f]{7,40}\b(\+dirty)?"), "<hash>"),
     (re.compile(r"\d{4}-\d\d-\d\dT[\d:.+Z-]+"), "<date>"),
     (re.compile(r"python [\d.]+|torch [\w.+]+"), "<version>"),
     (re.compile(r"(/tmp|/work)/[^\s)`'\"]+"), "<path>"),

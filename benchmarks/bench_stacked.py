@@ -30,14 +30,15 @@ import time
 import numpy as np
 import torch
 
+from ncgeom.campaigns.spec import expand, load_spec
 from ncgeom.data import class_balanced_batches
-from ncgeom.experiments import expand, load_spec, run
-from ncgeom.experiments.stacked import group_stacks, run_stack
-from ncgeom.experiments.stacked.adam import StackedAdam, adam
-from ncgeom.experiments.stacked.loss import stacked_weighted
-from ncgeom.experiments.stacked.models import StackedEncoder
 from ncgeom.losses import batch_loss
+from ncgeom.losses.kernels.stacked import stacked_weighted
 from ncgeom.models import build_model
+from ncgeom.models.stacked import StackedEncoder
+from ncgeom.optim import StackedAdam, adam
+from ncgeom.runs import run
+from ncgeom.runs.stacked import group_stacks, run_stack
 from ncgeom.threads import limit_cpu_threads
 
 
@@ -86,7 +87,7 @@ def _stack_step_setup(classes: int, per_class: int, batch: int, runs: int, steps
 
     def step(s: int) -> None:
         idx = batches[:, s]
-        losses = stacked_weighted(encoder(idx), labels_all.gather(1, idx), supervised=supervised, b=tilt, tau=tau, k=1)
+        losses = stacked_weighted(encoder(idx), labels_all.gather(1, idx), supervised=supervised, beta=tilt, tau=tau, num_negatives=1)
         losses.detach().tolist()
         adam.zero_grad()
         losses.sum().backward()
@@ -157,8 +158,8 @@ def part_c() -> None:
 
     def loss_only(_: int) -> None:  # the stacked kernel alone (forward + backward), R = 4
         losses = stacked_weighted(stack_z, stack_labels, supervised=torch.ones(4, dtype=torch.bool),
-                                  b=torch.full((4,), 5.0, dtype=torch.float64), tau=torch.ones(4, dtype=torch.float64),
-                                  k=1, band_width=11)
+                                  beta=torch.full((4,), 5.0, dtype=torch.float64), tau=torch.ones(4, dtype=torch.float64),
+                                  num_negatives=1, band_width=11)
         losses.sum().backward()
         stack_z.grad = None
 

@@ -1,4 +1,4 @@
-"""Time one training step of ``ncgeom.experiments.run`` on the unconstrained-features model.
+"""Time one training step of ``ncgeom.runs.run`` on the unconstrained-features model.
 
 Setup (the speed target of docs/experiments.md): C = 10 classes, 50 samples per class, d = 9, batch
 128 (class-balanced), HSCL beta = 5, weighted estimator, sphere, float32, Adam, one torch thread.
@@ -21,10 +21,10 @@ import numpy as np
 import torch
 
 from ncgeom.data import class_balanced_batches
-from ncgeom.experiments import Config, run
-from ncgeom.experiments.stacked.adam import adam
 from ncgeom.losses import batch_loss
 from ncgeom.models import build_model
+from ncgeom.optim import adam
+from ncgeom.runs import Config, run
 from ncgeom.threads import limit_cpu_threads
 
 

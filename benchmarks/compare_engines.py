@@ -14,8 +14,8 @@ import argparse
 import math
 from pathlib import Path
 
-from ncgeom.experiments.claims import evaluate_claim, load_summaries
-from ncgeom.experiments.records import RunSummary
+from ncgeom.campaigns.claims import evaluate_claim, load_summaries
+from ncgeom.runs.records import RunSummary
 
 
 def _by_name(folder: Path) -> dict[str, RunSummary]:

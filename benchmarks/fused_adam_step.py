@@ -22,7 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_stacked  # noqa: E402
 
-from ncgeom.experiments.stacked.adam import StackedAdam  # noqa: E402
+from ncgeom.optim import StackedAdam  # noqa: E402
 
 FUSED = StackedAdam.step
 

@@ -4,7 +4,7 @@
     dense, blocked and triton, at B in {512, 2048, 8192}: ms per call and each backend's ratio to the fastest;
 (2) the stacked engine's training step (unconstrained features, HSCL beta 5, float32) at C = 100, B = 512,
     d = 99 for stack sizes R in {1, 4, 16, 64}: run-steps per second and the 3-GEMM floor of one run-step;
-(3) ResNet training throughput (``ncgeom.resnet.ResNetEncoder``, CIFAR stem, d = 99, ball, HSCL beta 5, Adam)
+(3) ResNet training throughput (``ncgeom.models.resnet.ResNetEncoder``, CIFAR stem, d = 99, ball, HSCL beta 5, Adam)
     at 32 x 32, B = 512, float32 and bf16 autocast: images per second of a whole step (standardize, forward,
     loss, backward, Adam), the number the paper presets' GPU time rests on (docs/experiments.md, "Paper
     presets").
@@ -28,12 +28,12 @@ import torch
 
 from ncgeom.data import class_balanced_batches
 from ncgeom.data.augment import standardize
-from ncgeom.experiments.stacked.adam import StackedAdam, adam
-from ncgeom.experiments.stacked.loss import stacked_weighted
-from ncgeom.experiments.stacked.models import StackedEncoder
 from ncgeom.losses import batch_loss
+from ncgeom.losses.kernels.stacked import stacked_weighted
 from ncgeom.models import build_model
-from ncgeom.resnet import ResNetEncoder
+from ncgeom.models.resnet import ResNetEncoder
+from ncgeom.models.stacked import StackedEncoder
+from ncgeom.optim import StackedAdam, adam
 
 
 def _sync(device: torch.device) -> None:
@@ -98,7 +98,7 @@ def _stack_step(device: torch.device, classes: int, per_class: int, batch: int, 
 
     def step(s: int) -> None:
         idx = batches[:, s % steps]
-        losses = stacked_weighted(encoder(idx), labels_all.gather(1, idx), supervised=supervised, b=tilt, tau=tau, k=1)
+        losses = stacked_weighted(encoder(idx), labels_all.gather(1, idx), supervised=supervised, beta=tilt, tau=tau, num_negatives=1)
         adam.zero_grad()
         losses.sum().backward()
         adam.step()

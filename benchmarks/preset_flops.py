@@ -1,7 +1,7 @@
 """FLOPs of the paper presets (docs/experiments.md, "Paper presets") and the GPU time they imply at a stated
 sustained throughput: an estimate for planning, not a measurement.
 
-Counts the forward and the forward + backward FLOPs of one 32 x 32 image through ``ncgeom.resnet.ResNetEncoder``
+Counts the forward and the forward + backward FLOPs of one 32 x 32 image through ``ncgeom.models.resnet.ResNetEncoder``
 (the CIFAR stem, the authors' head, d = 99) with ``torch.utils.flop_counter.FlopCounterMode`` (a multiply-add is 2
 FLOP), then, per preset and scale, the FLOPs of all its runs: epochs x floor(50,000 / B) x B training images and
 (1 + epochs / metrics_every) evaluations of the 50,000 training and 10,000 test images, forward only. The hours
@@ -18,9 +18,9 @@ import math
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from ncgeom.experiments import expand
-from ncgeom.experiments.claims import PRESETS, claim_spec
-from ncgeom.resnet import ResNetEncoder
+from ncgeom.campaigns.claims import PRESETS, claim_spec
+from ncgeom.campaigns.spec import expand
+from ncgeom.models.resnet import ResNetEncoder
 
 TRAIN, TEST = 50_000, 10_000  # CIFAR-100's splits
 

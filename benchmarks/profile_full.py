@@ -2,13 +2,13 @@
 
 The full reproduction takes hours, so it is estimated from short measured runs (issue "batched training
 engine", first target). Two engines: ``--engine sequential`` (the "before" table of BENCHMARKS.md, one
-``ncgeom.experiments.train.run`` per config; described first) and ``--engine batched`` (the default engine
-of sweeps, ``ncgeom.experiments.stacked.run_stack``; described after it).
+``ncgeom.runs.run`` per config; described first) and ``--engine batched`` (the default engine
+of sweeps, ``ncgeom.runs.stacked.run_stack``; described after it).
 
-Sequential. For each claim (``ncgeom.experiments.claims.CLAIMS``) the full-scale configs
+Sequential. For each claim (``ncgeom.campaigns.claims.CLAIMS``) the full-scale configs
 (``expand(load_spec(spec), scale="full")``) are grouped by shape (dataset, C, N, B, d, model and sizes,
 positives, normalization, estimator, epochs, metrics cadence). For one representative config of every
-group (the group's first config), a short run of ``ncgeom.experiments.train.run`` (``Config.replace``
+group (the group's first config), a short run of ``ncgeom.runs.run`` (``Config.replace``
 of ``epochs``, written to a temporary run directory) is timed in this process with one torch thread,
 its phases timed by wrapping the functions ``run`` calls:
 
@@ -24,7 +24,7 @@ Each group is measured ``--repeats`` times after one warm-up run; the medians ar
 grows with the epoch count (the whole file is rewritten each epoch, O(E^2) bytes), so it is not scaled
 from the short run: a ``HistoryWriter`` in a temporary folder is fed the full number of epochs of the
 short run's last record (with metrics) and timed. Process start is the median wall time of a fresh
-``python -c "import ncgeom.experiments.train, torch"`` (what a spawn worker pays before its first run).
+``python -c "import ncgeom.runs.single, torch"`` (what a spawn worker pays before its first run).
 The 3-GEMM floor of a shape is the median time of S = Z Z^T ([B, B] from Z [B, d]) and the two matmuls
 of its gradient (G Z, G^T Z), float32, one thread (B = 2 x batch for noise positives: two views).
 
@@ -33,7 +33,7 @@ Estimate per group: runs x (setup + epochs x steps/epoch x per-step + metric eva
 worker); the total adds (1 + workers) starts for ``ncgeom reproduce`` (its parent and its pool, shared by
 all claims). All figures are CPU seconds of one thread (wall time on one worker).
 
-Batched. Each claim's full configs are grouped by ``ncgeom.experiments.stacked.stack_key`` (the runs that
+Batched. Each claim's full configs are grouped by ``ncgeom.runs.stacked.stack_key`` (the runs that
 can share a stack). For each group, one stack of R = min(runs, ``--cap``) of its runs (the first R) is
 trained by ``run_stack`` for a short number of epochs, a multiple of the group's ``metrics_every`` (the
 smallest giving >= ``--target-steps`` steps per run), into temporary run directories, in this process with
@@ -54,7 +54,7 @@ A group larger than the cap is also measured at R = cap // 2: its estimate scale
 costs linearly to the group's size, which holds when the two per-run-step costs agree (both printed; the
 sweep's stacks are larger still: a claim's group whole on one worker, half of it on two). History I/O at
 full epochs is simulated as in the sequential mode, with the engine's pattern (a rewrite at the metric
-epochs only). Process start: a fresh ``python -c "import ncgeom.experiments.sweep, ..., torch"``. The
+epochs only). Process start: a fresh ``python -c "import ncgeom.campaigns.sweep, ..., torch"``. The
 estimate per group is the sequential formula with the per-run costs of the stack (setup, metrics per
 evaluation, I/O per run: the stack's divided by R).
 
@@ -88,16 +88,16 @@ import torch
 
 import ncgeom.losses
 import ncgeom.models
-from ncgeom.experiments import train
-from ncgeom.experiments.claims import CLAIMS
-from ncgeom.experiments.config import Config
-from ncgeom.experiments.records import EpochRecord, HistoryWriter, RunSummary
-from ncgeom.experiments.spec import expand, load_spec
-from ncgeom.experiments.stacked import engine as stacked_engine
-from ncgeom.experiments.stacked import loss as stacked_loss
-from ncgeom.experiments.stacked import run_stack, stack_key
-from ncgeom.experiments.stacked.adam import StackedAdam
-from ncgeom.experiments.stacked.models import StackedEncoder
+from ncgeom.campaigns.claims import CLAIMS
+from ncgeom.campaigns.spec import expand, load_spec
+from ncgeom.losses.kernels import stacked as stacked_loss
+from ncgeom.models.stacked import StackedEncoder
+from ncgeom.optim import StackedAdam
+from ncgeom.runs import single as train
+from ncgeom.runs import stacked as stacked_engine
+from ncgeom.runs.config import Config
+from ncgeom.runs.records import EpochRecord, HistoryWriter, RunSummary
+from ncgeom.runs.stacked import run_stack, stack_key
 from ncgeom.threads import limit_cpu_threads
 
 PHASES = ("setup", "metrics", "io_history", "io_other")
@@ -105,9 +105,9 @@ PHASES = ("setup", "metrics", "io_history", "io_other")
 #: take turns on the cores; one torch thread, so CPU seconds = wall seconds on an idle machine), or wall time.
 CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.process_time, "wall": time.perf_counter}
 clock = CLOCKS["cpu"]
-START_COMMAND = "import ncgeom.experiments.train, torch"
+START_COMMAND = "import ncgeom.runs.single, torch"
 #: What a spawn worker of a batched sweep imports before its first stack.
-STACKED_START_COMMAND = "import ncgeom.experiments.sweep, ncgeom.experiments.stacked.loss, torch"
+STACKED_START_COMMAND = "import ncgeom.campaigns.sweep, ncgeom.losses.kernels.stacked, torch"
 ENGINES = ("batched", "sequential")
 #: The parts of a stack's training time (module docstring, "Batched"); "other" is the remainder.
 TRAIN_PARTS = ("batches", "forward", "loss", "backward", "adam", "state")

@@ -1,8 +1,8 @@
 """ncgeom: verify the geometry of (hard-negative) contrastive learning.
 
 Subpackages (imported on first use, so ``import ncgeom`` stays light and never imports cvxpy,
-matplotlib or triton): geometry, losses, population, theory, metrics, testing, data, models,
-experiments, provenance, cli.
+matplotlib or triton): geometry, losses, population, theory, metrics, testing, data, models, optim,
+runs, campaigns, provenance, cli (and experiments, the former home of runs and campaigns, deprecated).
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ _SUBMODULES = (
     "testing",
     "data",
     "models",
+    "optim",
+    "runs",
+    "campaigns",
     "experiments",
     "provenance",
     "validate",

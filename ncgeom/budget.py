@@ -29,7 +29,7 @@ import re
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import numpy as np
 
@@ -46,8 +46,8 @@ __all__ = [
     "override",
     "require_within_budget",
     "nc_value_bytes",
-    "run_memory_estimate",
-    "check_run_memory",
+    "require_parts_within_budget",
+    "HOW_TO_RAISE",
     "bench_bytes",
     "metrics_bytes",
     "array_bytes",
@@ -67,7 +67,7 @@ NC_VALUE_BYTES_PER_NEGATIVE = 64
 
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "p": 2**50}
 _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgtp]?)(?:i?b)?\s*", re.IGNORECASE)
-_HOW_TO_RAISE = f"raise the budget with --max-memory SIZE or {ENV_VAR}=SIZE (e.g. 8G)"
+HOW_TO_RAISE = f"raise the budget with --max-memory SIZE or {ENV_VAR}=SIZE (e.g. 8G)"
 
 
 def parse_size(text: str, *, name: str = "--max-memory") -> int:
@@ -152,84 +152,27 @@ def require_within_budget(options: str, need: float, *, what: str, budget: int |
     limit = memory_budget() if budget is None else budget
     if need > limit:
         raise ValueError(f"{options}: {what} needs about {format_bytes(need)}, above the memory budget of "
-                         f"{format_bytes(limit)}; lower {options} or {_HOW_TO_RAISE}")
+                         f"{format_bytes(limit)}; lower {options} or {HOW_TO_RAISE}")
+
+
+def require_parts_within_budget(parts: list[tuple[str, str, int]], *, what: str, budget: int | None = None) -> None:
+    """Raise ValueError if the parts' bytes together exceed the budget, naming the fields of the largest part.
+
+    ``parts``: (fields, what the part is, bytes) of an estimate (e.g. :func:`ncgeom.runs.budget.run_memory_estimate`);
+    the message says the total, the largest part (the one to lower) and how to raise the budget.
+    """
+    total = sum(p[2] for p in parts)
+    limit = memory_budget() if budget is None else budget
+    if total > limit:
+        fields, part, nbytes = max(parts, key=lambda p: p[2])
+        raise ValueError(f"{fields}: {what} needs about {format_bytes(total)} ({part}: {format_bytes(nbytes)}), "
+                         f"above the memory budget of {format_bytes(limit)}; lower {fields} or {HOW_TO_RAISE}")
 
 
 # --------------------------------------------------------------------------------------------------- nc-value
 def nc_value_bytes(num_negatives: int) -> int:
     """Peak bytes of :func:`ncgeom.theory.nc_value` for a built-in psi: 64 (k + 1) (O(k); no term in C)."""
     return NC_VALUE_BYTES_PER_NEGATIVE * (int(num_negatives) + 1)
-
-
-# --------------------------------------------------------------------------------------------------- training
-# Bytes per epoch record kept in memory (metrics dict, spectrum of <= C - 1 floats counted separately).
-_RECORD_BYTES = 2048
-
-
-def run_memory_estimate(config: Any) -> list[tuple[str, str, int]]:
-    """(fields, what, bytes) of the largest arrays of :func:`ncgeom.experiments.train.run` for ``config``.
-
-    ``config`` is a :class:`ncgeom.experiments.Config` (or any object with its attributes) whose integer
-    fields are already checked to be integers. With N = classes x samples_per_class training samples
-    (digits: at most 1797), Nt test samples, D = input_dim, d = embedding dim, C = classes, B = batch_size
-    (2B views with noise positives), h = hidden_dim, s = 4 or 8 bytes (dtype):
-
-    - data: (N + Nt) D (8 + s) (numpy float64 and the torch copy);
-    - model: 6 s P (weights, gradient, two Adam moments, two snapshots), P = N d (unconstrained),
-      D d (linear), D h + (depth - 2) h^2 + h d (mlp); plus 8 s N h for the MLP's activations on N;
-    - metrics: :func:`metrics_bytes` (float64 copies, SVD work, N x C NCC scores);
-    - loss: weighted: 10 s B^2 (the B x B similarity, weight and mask matrices with their gradients);
-      sampled: (P_B k (24 + 4 s) + 10 s B^2) with P_B <= B^2 positive pairs and k negatives each;
-    - history: 2 KiB x epochs + 8 (C - 1) x epochs / metrics_every (records and spectra).
-    """
-    c = int(config.classes)
-    if config.dataset == "digits":
-        n, nt, dim_in = 1797, 1797, 64  # scikit-learn's digits: 1797 images of 8 x 8 pixels in all
-    else:
-        n, nt, dim_in = c * int(config.samples_per_class), c * int(config.test_per_class), int(config.input_dim)
-    d = int(config.dim) if config.dim is not None else c - 1
-    s = 8 if config.dtype == "float64" else 4
-    h, depth = int(config.hidden_dim), int(config.depth)
-    b = int(config.batch_size) * (2 if config.positives == "noise" else 1)
-    if config.model == "unconstrained":
-        params, act, model_fields = n * d, 0, "classes, samples_per_class, dim"
-    elif config.model == "linear":
-        params, act, model_fields = dim_in * d + d, 0, "input_dim, dim"
-    else:
-        params = dim_in * h + max(depth - 2, 0) * h * h + h * d if depth >= 2 else dim_in * d
-        act, model_fields = 8 * s * n * h, "input_dim, hidden_dim, depth, dim"
-    data_fields = "classes, samples_per_class, test_per_class, input_dim"
-    out = [
-        (data_fields, "the data (x_train, x_test)", (n + nt) * dim_in * (8 + s)),
-        (model_fields, "the model (weights, gradient, Adam state, snapshots, activations)", 6 * s * params + act),
-        ("classes, samples_per_class, dim", "the NC metrics (float64, per evaluation)",
-         metrics_bytes(n, d, c)),
-    ]
-    square = 10 * s * b * b
-    if config.estimator == "sampled":
-        k = int(config.num_negatives)
-        out.append(("batch_size, num_negatives", "the sampled loss (B^2 pairs x k negatives)",
-                    b * b * k * (24 + 4 * s) + square))
-    else:
-        out.append(("batch_size", "the weighted loss (B x B matrices)", square))
-    epochs = int(config.epochs)
-    out.append(("epochs", "the history kept in memory",
-                epochs * _RECORD_BYTES + 8 * max(c - 1, 0) * (epochs // max(int(config.metrics_every), 1) + 1)))
-    return out
-
-
-def check_run_memory(config: Any, *, budget: int | None = None) -> None:
-    """Raise ValueError naming the fields if the estimated bytes of a run exceed the budget.
-
-    The message names the fields of the largest part (the one to lower) and the total.
-    """
-    parts = run_memory_estimate(config)
-    total = sum(p[2] for p in parts)
-    limit = memory_budget() if budget is None else budget
-    if total > limit:
-        fields, what, nbytes = max(parts, key=lambda p: p[2])
-        raise ValueError(f"{fields}: the run needs about {format_bytes(total)} ({what}: {format_bytes(nbytes)}), "
-                         f"above the memory budget of {format_bytes(limit)}; lower {fields} or {_HOW_TO_RAISE}")
 
 
 # --------------------------------------------------------------------------------------------------- bench

@@ -2,7 +2,7 @@
 
 ``ncgeom sweep`` and ``ncgeom reproduce`` run inside :func:`raise_on_signals`: the first SIGINT (Ctrl-C)
 or SIGTERM raises :class:`Interrupted` in the main thread. Unwinding it cancels the queued runs,
-terminates the worker processes (:func:`ncgeom.experiments.executors.make_executor`), leaves every
+terminates the worker processes (:func:`ncgeom.campaigns.executors.make_executor`), leaves every
 finished run as it is (summary.json is written last and atomically) and releases the folder lock
 (:mod:`ncgeom.locking`). Further signals during that cleanup are ignored, so it cannot be cut short
 half-way; it takes well under a second. The command then exits with ``128 + signal number``: 130 for

@@ -1,6 +1,6 @@
 """One writer per output folder: an advisory lock file ``OUT/.ncgeom.lock`` held for the writer's lifetime.
 
-``ncgeom sweep`` (:func:`ncgeom.experiments.sweep.run_sweep`), :func:`ncgeom.experiments.claims.run_claims`
+``ncgeom sweep`` (:func:`ncgeom.campaigns.sweep.run_sweep`), :func:`ncgeom.campaigns.claims.run_claims`
 and ``ncgeom reproduce`` take the lock of the folder they write before touching anything in it. A second
 writer is refused at once with :class:`LockedError` (one line naming the holder's pid, host and start
 time; the CLI exits with code 2), or waits for the holder to finish (``wait`` seconds; ``math.inf``:
@@ -16,8 +16,8 @@ writers lock two different files of the same name). The descriptor is not inheri
 (close-on-exec), so a killed writer's lock is free even while its workers are still being stopped.
 
 Nesting: the lock is re-entrant within one process (a reproduction holds ``OUT`` and the
-:func:`~ncgeom.experiments.claims.run_claims` it calls takes ``OUT`` again); every sweep folder
-``OUT/sweeps/<name>`` has its own lock, taken by its :func:`~ncgeom.experiments.sweep.run_sweep`, so a
+:func:`~ncgeom.campaigns.claims.run_claims` it calls takes ``OUT`` again); every sweep folder
+``OUT/sweeps/<name>`` has its own lock, taken by its :func:`~ncgeom.campaigns.sweep.run_sweep`, so a
 ``ncgeom sweep --out OUT/sweeps/<name>`` beside a running reproduction is refused too. Locks are only
 ever taken from a folder to its sub-folders, never upwards, so two writers cannot wait for each other.
 

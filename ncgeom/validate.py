@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from numbers import Integral, Real
+from pathlib import Path
 from typing import Any, TypeVar
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "require_choice",
     "require_finite_array",
     "require_keys",
+    "one_line_error",
 ]
 
 _Choice = TypeVar("_Choice", bound=str)
@@ -109,3 +111,11 @@ def require_keys(kind: str, data: object, *, accepted: Iterable[str], required: 
     missing = sorted(set(required) - set(data))
     if missing:
         raise ValueError(f"{kind}: missing key(s) {', '.join(missing)}")
+
+
+def one_line_error(exc: BaseException, file: Path | None = None) -> str:
+    """The exception as one line (at most 300 characters): its type unless a plain ValueError, without the path of
+    ``file`` (the caller names the file already; its base name stays)."""
+    text = str(exc) if file is None else str(exc).replace(f"{file}: ", "").replace(str(file), file.name)
+    kind = "" if type(exc) is ValueError else f"{type(exc).__name__}: "
+    return " ".join(f"{kind}{text}".split())[:300]

@@ -50,7 +50,15 @@ __all__ = [
     "ResNetKind",
     "RESNET_KINDS",
     "PositivesKind",
-    "POSITIVES",
+    "POSITIVES_KINDS",
+    "PositiveLaw",
+    "POSITIVE_LAWS",
+    "Init",
+    "INITS",
+    "DType",
+    "DTYPES",
+    "Precision",
+    "PRECISIONS",
     "Batching",
     "BATCHINGS",
     "Scale",
@@ -58,6 +66,22 @@ __all__ = [
     "Engine",
     "ENGINES",
     "DEFAULT_ENGINE",
+    "ENGINE_ALIASES",
+    "engine_name",
+    "RunStatus",
+    "RUN_STATUSES",
+    "SweepStatus",
+    "SWEEP_STATUSES",
+    "StageStatus",
+    "STAGE_STATUSES",
+    "StageOutcomeStatus",
+    "STAGE_OUTCOME_STATUSES",
+    "FigureStatus",
+    "FIGURE_STATUSES",
+    "CheckStatus",
+    "CHECK_STATUSES",
+    "AblationOutcome",
+    "ABLATION_OUTCOMES",
     "DeviceType",
     "DEVICE_TYPES",
     "device_type",
@@ -142,15 +166,32 @@ ModelKind = Literal["unconstrained", "linear", "mlp"]
 MODEL_KINDS: tuple[ModelKind, ...] = ("unconstrained", "linear", "mlp")
 Dataset = Literal["gaussian", "digits"]
 DATASETS: tuple[Dataset, ...] = ("gaussian", "digits")
-# Image data sets (docs/images.md): read from files by ncgeom.data.images, encoded by ncgeom.resnet.
+# Image data sets (docs/images.md): read from files by ncgeom.data.images, encoded by ncgeom.models.resnet.
 ImageDataset = Literal["cifar10", "cifar100", "stl10", "imagefolder"]
 IMAGE_DATASETS: tuple[ImageDataset, ...] = ("cifar10", "cifar100", "stl10", "imagefolder")
 ResNetKind = Literal["resnet18", "resnet34", "resnet50"]
 RESNET_KINDS: tuple[ResNetKind, ...] = ("resnet18", "resnet34", "resnet50")
-# label: same-class samples; noise: x + sigma_p eps (synthetic inputs); augment: two SimCLR views of an image
-# (image data sets, docs/images.md). noise and augment batches are labelled by instance ids.
+# How a training batch gets its positives (a Config's ``positives``): label (same-class samples), noise
+# (x + sigma_p eps, synthetic inputs) or augment (two SimCLR views of an image, image data sets, docs/images.md).
+# noise and augment batches are labelled by instance ids.
 PositivesKind = Literal["label", "noise", "augment"]
-POSITIVES: tuple[PositivesKind, ...] = ("label", "noise", "augment")
+POSITIVES_KINDS: tuple[PositivesKind, ...] = ("label", "noise", "augment")
+# The law of a positive pair (x, x+) in the theory (docs/theory.md, section 3; ncgeom.population,
+# ncgeom.theory.check_conditions): label (x+ drawn from the anchor's class, independently of x given the class:
+# Theorem 3's conditional independence), instance (x+ = x) or noise (x+ = x + noise, dependent on x). Not the
+# same word as PositivesKind: a training batch's noise positives follow the "noise" law, its label positives
+# the "label" law, and no batch draws "instance" positives.
+PositiveLaw = Literal["label", "instance", "noise"]
+POSITIVE_LAWS: tuple[PositiveLaw, ...] = ("label", "instance", "noise")
+# How a run's encoder starts (a Config's ``init``): random weights, or near_nc (a random-orientation simplex ETF
+# plus noise; unconstrained features only, docs/theory.md section 9, claim 7).
+Init = Literal["random", "near_nc"]
+INITS: tuple[Init, ...] = ("random", "near_nc")
+# The training dtype (metrics are always float64) and the image runs' forward precision (bf16: CUDA autocast).
+DType = Literal["float32", "float64"]
+DTYPES: tuple[DType, ...] = ("float32", "float64")
+Precision = Literal["float32", "bf16"]
+PRECISIONS: tuple[Precision, ...] = ("float32", "bf16")
 # How a run draws its batches (ncgeom.data.batches): "balanced" (class-balanced batches, ceil(N / B) per
 # epoch) or "shuffle" (a permutation of the training set per epoch cut into floor(N / B) batches, as a
 # DataLoader with shuffle=True, drop_last=True: the class counts of a batch follow the data's class sizes).
@@ -163,13 +204,36 @@ Scale = Literal["tiny", "quick", "full"]
 SCALES: tuple[Scale, ...] = ("tiny", "quick", "full")
 
 
-# How a sweep trains its runs (docs/experiments.md, "Engines"): stacks of runs of equal shapes as one
-# computation (ncgeom.experiments.stacked) or one run after another (ncgeom.experiments.train.run). The
-# default is "batched": a run of a stack is bitwise the run trained alone in the stack engine (float32 and
-# float64, one thread per worker), so resume and re-splitting give an uninterrupted sweep's numbers.
-Engine = Literal["batched", "sequential"]
-ENGINES: tuple[Engine, ...] = ("batched", "sequential")
-DEFAULT_ENGINE: Engine = "batched"
+# How a sweep trains its runs (docs/experiments.md, "Engines"): "stacked" (runs of equal shapes as one
+# computation, ncgeom.runs.stacked) or "sequential" (one run after another, ncgeom.runs.run). The default is
+# "stacked": a run of a stack is bitwise the run trained alone by the stacked driver (float32 and float64, one
+# thread per worker), so resume and re-splitting give an uninterrupted sweep's numbers. "batched" is the
+# engine's earlier name, accepted for one release (engine_name; CHANGELOG.md).
+Engine = Literal["stacked", "sequential"]
+ENGINES: tuple[Engine, ...] = ("stacked", "sequential")
+DEFAULT_ENGINE: Engine = "stacked"
+ENGINE_ALIASES: dict[str, Engine] = {"batched": "stacked"}
+
+
+def engine_name(engine: object, *, name: str = "engine") -> Engine:
+    """The engine ``engine`` names: one of :data:`ENGINES`, or its earlier spelling (:data:`ENGINE_ALIASES`,
+    with a DeprecationWarning); ValueError naming ``name`` otherwise.
+
+    >>> engine_name("sequential")
+    'sequential'
+    """
+    for known in ENGINES:
+        if engine == known:
+            return known
+    if isinstance(engine, str) and engine in ENGINE_ALIASES:
+        import warnings
+
+        new = ENGINE_ALIASES[engine]
+        warnings.warn(f"{name} {engine!r} is now called {new!r}; the old name will be removed in the next release",
+                      DeprecationWarning, stacklevel=2)
+        return new
+    raise ValueError(f"{name} must be one of {', '.join(ENGINES)}, got {engine!r}")
+
 
 # Where a run trains (docs/experiments.md, "Devices"): a torch device type; a device is "cpu", "cuda" (the
 # current CUDA device) or "cuda:N" (the N-th).
@@ -190,6 +254,31 @@ def device_type(device: object, *, name: str = "device") -> DeviceType:
             return "cpu" if kind == "cpu" else "cuda"
     shown = repr(device) if len(repr(device)) <= 60 else repr(device)[:57] + "..."
     raise ValueError(f"{name} must be 'cpu', 'cuda' or 'cuda:N' (N >= 0 an integer), got {shown}")
+
+
+# --- statuses: how a run, a sweep's run, a reproduction stage, a figure, a check, an ablation ended ---------
+# A run (summary.json, ncgeom.runs.records): completed, or diverged (a non-finite loss, embedding, gradient or
+# parameter stopped it; the state of the last complete epoch is kept).
+RunStatus = Literal["completed", "diverged"]
+RUN_STATUSES: tuple[RunStatus, ...] = ("completed", "diverged")
+# A run of a sweep (ncgeom.campaigns.sweep): the run's own status, or failed (an exception; retried on resume).
+SweepStatus = Literal["completed", "diverged", "failed"]
+SWEEP_STATUSES: tuple[SweepStatus, ...] = ("completed", "diverged", "failed")
+# A reproduction stage's record (OUT/.stages/<stage>.json), and what happened to it in one call.
+StageStatus = Literal["done", "failed"]
+STAGE_STATUSES: tuple[StageStatus, ...] = ("done", "failed")
+StageOutcomeStatus = Literal["done", "skipped", "failed"]
+STAGE_OUTCOME_STATUSES: tuple[StageOutcomeStatus, ...] = ("done", "skipped", "failed")
+# A figure of a reproduction (OUT/figures/status.json): drawn, no data (its inputs are absent), or failed.
+FigureStatus = Literal["done", "no data", "failed"]
+FIGURE_STATUSES: tuple[FigureStatus, ...] = ("done", "no data", "failed")
+# A check of ncgeom verify (proofs_check.records.CheckResult); "info" reports numbers without a verdict.
+CheckStatus = Literal["pass", "fail", "unresolved", "info"]
+CHECK_STATUSES: tuple[CheckStatus, ...] = ("pass", "fail", "unresolved", "info")
+# A hypothesis ablation (proofs_check.ablations): the theorem's conclusion holds on every violation tried, or
+# fails on one (the hypothesis is needed).
+AblationOutcome = Literal["holds", "fails"]
+ABLATION_OUTCOMES: tuple[AblationOutcome, ...] = ("holds", "fails")
 
 
 # --- claims (docs/theory.md, section 9) -----------------------------------------------------------

@@ -13,11 +13,12 @@ import pytest
 from numpy.testing import assert_allclose
 from scipy.stats import t as student_t
 
-from ncgeom.experiments import Config, EpochRecord, RunSummary, evaluate_claim, expand
-from ncgeom.experiments.claims import CLAIMS, ClaimResult, claim_spec, run_claims
-from ncgeom.experiments.train import make_data, seed_streams
+from ncgeom.campaigns.claims import CLAIMS, ClaimResult, claim_spec, evaluate_claim, run_claims
+from ncgeom.campaigns.spec import expand
 from ncgeom.figures import render_figure
 from ncgeom.metrics import class_means, ncc_accuracy
+from ncgeom.runs import Config, EpochRecord, RunSummary
+from ncgeom.runs.setup import make_data, seed_streams
 from ncgeom.vocabulary import Verdict, effective_beta, is_hard, plain_setting
 
 CLAIM = "5cpu"

@@ -1,4 +1,4 @@
-"""ncgeom.experiments.claims: every claim has a spec; evaluations turn summaries into honest verdicts.
+"""ncgeom.campaigns.claims: every claim has a spec; evaluations turn summaries into honest verdicts.
 
 The evaluations are tested on hand-built summaries of several seeds per grid point, including false
 statements that must fail (a check that cannot fail is a defect): an interval on the claimed side of its
@@ -15,12 +15,13 @@ from numpy.testing import assert_allclose
 from scipy.stats import spearmanr
 from scipy.stats import t as student_t
 
-import ncgeom.experiments.claims as claims
-import ncgeom.experiments.evaluations as evaluations
+import ncgeom.campaigns.claims as claims
+import ncgeom.campaigns.evaluations as evaluations
 from ncgeom.atomic_io import read_json
-from ncgeom.experiments import Config, EpochRecord, RunSummary, evaluate_claim, expand
-from ncgeom.experiments.claims import CLAIMS, ClaimRecord, ClaimResult, claim_spec, run_claims
-from ncgeom.experiments.evaluations import DC_SPECTRUM, INTERVAL_METHOD, NC_REL_GAP, NC_WITHIN, combine_verdicts
+from ncgeom.campaigns.claims import CLAIMS, ClaimRecord, ClaimResult, claim_spec, evaluate_claim, run_claims
+from ncgeom.campaigns.evaluations import DC_SPECTRUM, INTERVAL_METHOD, NC_REL_GAP, NC_WITHIN, combine_verdicts
+from ncgeom.campaigns.spec import expand
+from ncgeom.runs import Config, EpochRecord, RunSummary
 from ncgeom.vocabulary import Verdict
 
 ETF_NC, ETF_FAR = 0.01, 0.5
@@ -320,7 +321,7 @@ def test_run_claims_writes_claim_files_and_resumes(tmp_path, capsys):
         run_claims(tmp_path, claim_ids=["9"])
 
 
-@pytest.mark.parametrize("engine", ["batched", "sequential"])
+@pytest.mark.parametrize("engine", ["stacked", "sequential"])
 def test_run_claims_passes_the_engine_to_each_sweep(tmp_path, engine):
     [result] = run_claims(tmp_path, claim_ids=["8"], scale="tiny", engine=engine, progress=False)
     assert result.complete and result.runs == len(expand(claim_spec("8"), scale="tiny"))

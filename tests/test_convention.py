@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from ncgeom.experiments.config import Config, config_from_dict
 from ncgeom.losses import batch_loss, batch_loss_pairs, select_backend
+from ncgeom.runs.config import Config, config_from_dict
 from ncgeom.vocabulary import CONVENTIONS, SETTINGS, effective_beta, is_supervised
 
 EPS64 = torch.finfo(torch.float64).eps
@@ -358,8 +358,8 @@ def test_train_cli_passes_the_convention(tmp_path):
     """`ncgeom train --convention authors` trains with the authors' loss: the run's NC value is the authors'
     batch loss at an exact NC batch (UCL: above the theory one), and config.json records the convention."""
     from ncgeom.cli.main import main
-    from ncgeom.experiments.records import load_config
-    from ncgeom.experiments.train import run_nc_value
+    from ncgeom.runs.nc_reference import run_nc_value
+    from ncgeom.runs.records import load_config
 
     args = ["train", "--setting", "hucl", "--beta", "2", "--classes", "3", "--samples-per-class", "6",
             "--batch-size", "18", "--epochs", "1", "--quiet"]

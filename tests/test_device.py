@@ -33,17 +33,18 @@ import numpy as np
 import pytest
 import torch
 
+from ncgeom.campaigns.plan import sweep_configs
+from ncgeom.campaigns.spec import load_spec, run_name
+from ncgeom.campaigns.sweep import run_sweep
 from ncgeom.cli.main import main
-from ncgeom.experiments import Config, run
-from ncgeom.experiments.config import LATE_FIELDS, config_from_dict
-from ncgeom.experiments.spec import load_spec, run_name
-from ncgeom.experiments.stacked import group_stacks, run_stack, stack_key
-from ncgeom.experiments.sweep import run_sweep, sweep_configs
-from ncgeom.experiments.train import check_device, seed_streams, step_generator
 from ncgeom.geometry import simplex_etf
 from ncgeom.losses import batch_loss, select_backend
 from ncgeom.reproduce.pipeline import _check_manifest
 from ncgeom.reproduce.scales import scale_parameters
+from ncgeom.runs import Config, run
+from ncgeom.runs.config import LATE_FIELDS, config_from_dict
+from ncgeom.runs.setup import check_device, seed_streams, step_generator
+from ncgeom.runs.stacked import group_stacks, run_stack, stack_key
 
 EPS64 = float(np.finfo(np.float64).eps)
 BASE: dict[str, Any] = dict(dtype="float64", epochs=3, classes=4, samples_per_class=16, batch_size=32, setting="hscl",
@@ -261,8 +262,8 @@ DETERMINISM_CHILD = textwrap.dedent('''
     import sys
     import numpy as np
     import torch
-    from ncgeom.experiments import Config, run
-    from ncgeom.experiments.stacked import run_stack
+    from ncgeom.runs import Config, run
+    from ncgeom.runs.stacked import run_stack
 
     torch.use_deterministic_algorithms(True)  # CUBLAS_WORKSPACE_CONFIG is set by the parent, before CUDA starts
     base = dict(device="cuda", dtype=sys.argv[2], epochs=3, classes=4, samples_per_class=16, batch_size=32,

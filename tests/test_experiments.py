@@ -1,14 +1,16 @@
-"""ncgeom.experiments: Config validation, run() records, reproducibility, divergence, CLI train."""
+"""ncgeom.runs: Config validation, run() records, reproducibility, divergence, CLI train; the deprecated ncgeom.experiments."""
 
 import json
 
 import numpy as np
 import pytest
 
+import ncgeom.campaigns as campaigns
 import ncgeom.experiments as experiments
+import ncgeom.runs as runs
 from ncgeom.cli.main import main
-from ncgeom.experiments import Config, EpochRecord, RunSummary, config_fields, load_run, run, run_nc_value
 from ncgeom.metrics import METRIC_NAMES
+from ncgeom.runs import Config, EpochRecord, RunSummary, config_fields, load_run, run, run_nc_value
 from ncgeom.theory import batch_nc_value
 
 TINY = dict(classes=3, samples_per_class=6, batch_size=18, epochs=3, lr=0.05)
@@ -19,9 +21,19 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: one tor
 
 
 def test_all_exports_exist_once():
-    assert len(experiments.__all__) == len(set(experiments.__all__))
-    for name in experiments.__all__:
-        assert hasattr(experiments, name), name
+    for module in (runs, campaigns):
+        assert len(module.__all__) == len(set(module.__all__))
+        for name in module.__all__:
+            assert hasattr(module, name), name
+
+
+def test_the_former_experiments_names_still_import_with_a_warning_naming_their_new_home():
+    """ncgeom.experiments forwards each of its former public names for one release (CHANGELOG.md)."""
+    for name, home in experiments.MOVED.items():
+        with pytest.warns(DeprecationWarning, match=f"moved to {home}.{name}"):
+            assert getattr(experiments, name) is getattr(__import__(home, fromlist=[name]), name)
+    with pytest.raises(AttributeError, match="moved to ncgeom.runs and ncgeom.campaigns"):
+        experiments.train  # noqa: B018 - the submodules are gone
 
 
 def test_every_field_has_a_default_and_a_reason():
@@ -47,7 +59,7 @@ def test_config_rejects_bad_values_naming_the_field(changes, field):
 
 def test_config_from_dict_rejects_unknown_field():
     with pytest.raises(ValueError, match="unknown config field"):
-        experiments.config_from_dict({"learning_rate": 0.1})
+        runs.config_from_dict({"learning_rate": 0.1})
 
 
 def test_run_records_and_files(tmp_path):
@@ -64,7 +76,7 @@ def test_run_records_and_files(tmp_path):
     assert set(json.loads(lines[0])["metrics"]) == set(METRIC_NAMES)  # one shape: metrics nested in every line
     conf = json.loads((tmp_path / "config.json").read_text())
     assert "git_commit" in conf["provenance"] and "torch" in conf["provenance"]["versions"]
-    assert experiments.config_from_dict({k: v for k, v in conf.items() if k != "provenance"}) == cfg
+    assert runs.config_from_dict({k: v for k, v in conf.items() if k != "provenance"}) == cfg
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["config"] == cfg.to_dict()
     assert set(summary["final"]) == HISTORY_KEYS and set(summary["final"]["metrics"]) == set(METRIC_NAMES)

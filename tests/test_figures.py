@@ -1,4 +1,4 @@
-"""Figure modules (ncgeom.figures) and the saved results they read (ncgeom.figures.runs, ncgeom.experiments.load_run).
+"""Figure modules (ncgeom.figures) and the saved results they read (ncgeom.figures.runs, ncgeom.runs.load_run).
 
 The figures are exercised on synthetic results written with the record types that own the run-directory
 format (config.json, history.jsonl, summary.json; sweep.json naming the claim) and on theory JSON files
@@ -17,9 +17,7 @@ import pytest
 
 import ncgeom.figures
 from ncgeom.atomic_io import atomic_write_json
-from ncgeom.experiments import Config, EpochRecord, RunSummary, load_runs
-from ncgeom.experiments.claims import CLAIMS
-from ncgeom.experiments.records import save_config, save_history
+from ncgeom.campaigns.claims import CLAIMS
 from ncgeom.figures import FIGURES, figure_module, figure_names, get_figure, render_figure
 from ncgeom.figures.runs import (
     MissingResults,
@@ -34,6 +32,8 @@ from ncgeom.figures.runs import (
     sweep_folders,
 )
 from ncgeom.reproduce.theory_data import harris_gaps, nc_value_curves
+from ncgeom.runs import Config, EpochRecord, RunSummary, load_runs
+from ncgeom.runs.records import save_config, save_history
 from ncgeom.vocabulary import effective_beta
 from proofs_check.ablations.dimension import dimension_table
 

@@ -1,4 +1,4 @@
-"""Training ResNet encoders on image data sets (ncgeom.experiments.image_train, issue 13 items 1-4).
+"""Training ResNet encoders on image data sets (ncgeom.runs.images, issue 13 items 1-4).
 
 Every data set is generated (ncgeom.data.images' writers); nothing touches the network: --download is
 tested with a file:// URL of a generated archive (ARCHIVES monkeypatched). The acceptance commands,
@@ -19,21 +19,29 @@ import torch
 from numpy.testing import assert_allclose, assert_array_equal
 
 import ncgeom.data.download as download
-import ncgeom.experiments.image_train as image_train
+import ncgeom.runs.budget as run_budget
+import ncgeom.runs.checkpoint as checkpoints
+import ncgeom.runs.image_data as image_data
+import ncgeom.runs.images as image_train
+from ncgeom.campaigns.plan import plan_units
 from ncgeom.cli.main import main
 from ncgeom.data import load_image_data, write_cifar_like, write_image_folder, write_stl10_like
 from ncgeom.data.augment import standardize, to_float_images
-from ncgeom.experiments import Config, run
-from ncgeom.experiments.config import LATE_FIELDS, config_from_dict
-from ncgeom.experiments.integrity import check_run
-from ncgeom.experiments.records import EpochRecord, RunSummary, load_history
-from ncgeom.experiments.sweep import plan_units
 from ncgeom.metrics import class_means, nc_metrics, ncc_accuracy
 from ncgeom.metrics.record import METRIC_NAMES
 from ncgeom.models import build_model
-from ncgeom.resnet import ResNetEncoder
+from ncgeom.models.resnet import ResNetEncoder
+from ncgeom.runs import Config, run
+from ncgeom.runs.config import LATE_FIELDS, config_from_dict
+from ncgeom.runs.integrity import check_run
+from ncgeom.runs.records import EpochRecord, RunSummary, load_history
 
 EPS = np.finfo(np.float64).eps
+
+
+def _indices(units) -> list[list[int]]:
+    """The config indices of each unit of a plan (ncgeom.campaigns.plan.Unit)."""
+    return [list(u.indices) for u in units]
 
 
 @pytest.fixture(scope="module")
@@ -189,7 +197,7 @@ def test_sweep_never_stacks_image_configs(tree):
     synthetic = Config(epochs=1, samples_per_class=8, batch_size=16)
     image = _image_config(tree)
     configs = [synthetic, image, synthetic.replace(seed=1), image.replace(seed=1)]
-    units = plan_units(configs, engine="batched", workers=1)
+    units = _indices(plan_units(configs, engine="stacked", workers=1))
     assert sorted(map(sorted, units)) == [[0, 2], [1], [3]]
 
 
@@ -200,8 +208,8 @@ def _fake_checkpoint(path: Path, config: Config, *, epoch: int = 1) -> None:
     rng = np.random.default_rng(0)
     g = torch.Generator().manual_seed(0)
     record = EpochRecord(0, None, 0.0, None)
-    image_train.save_checkpoint(path, config=config, epoch=epoch, model=model, optimizer=optimizer, history=[],
-                                initial=record, elapsed_s=0.0, rng=image_train._rng_states(rng, rng, rng, g, g))
+    checkpoints.save_checkpoint(path, config=config, epoch=epoch, model=model, optimizer=optimizer, history=[],
+                                initial=record, elapsed_s=0.0, rng=checkpoints.rng_states(rng, rng, rng, g, g))
 
 
 def test_checkpoint_of_another_config_is_refused(tree, tmp_path, capsys):
@@ -285,8 +293,8 @@ def test_resume_is_bitwise_on_the_cpu(small_tree, tmp_path):
 def test_lazy_folder_with_workers_equals_the_eager_run(small_tree, tmp_path, monkeypatch):
     config = _image_config(small_tree, batch_size=8, workers=1)
     eager = run(config.replace(workers=0))
-    monkeypatch.setattr(image_train, "EAGER_MAX_BYTES", 0)  # decode per batch, in one worker process
-    assert not isinstance(image_train.read_image_data(config).x_train, np.ndarray)
+    monkeypatch.setattr(image_data, "EAGER_MAX_BYTES", 0)  # decode per batch, in one worker process
+    assert not isinstance(image_data.read_image_data(config).x_train, np.ndarray)
     lazy = run(config)
     assert_array_equal(lazy.embeddings, eager.embeddings)
     assert lazy.final.metrics == eager.final.metrics
@@ -309,7 +317,7 @@ def test_shuffled_batches_of_an_image_run(small_tree, monkeypatch):
 
 
 def test_large_features_keep_the_class_means(small_tree, monkeypatch):
-    monkeypatch.setattr(image_train, "EMBEDDINGS_MAX_BYTES", 0)  # features re-encoded per pass, means saved
+    monkeypatch.setattr(run_budget, "EMBEDDINGS_MAX_BYTES", 0)  # features re-encoded per pass, means saved
     result = run(_image_config(small_tree, epochs=1, batch_size=16, metrics_every=1, lr=1e-3), out_dir=None)
     assert result.embeddings.shape == (4, 3)
     assert_array_equal(result.labels, np.arange(4))

@@ -1,4 +1,4 @@
-"""The paper presets (specs ``paper_*``, ncgeom.experiments.claims.PRESETS; docs/experiments.md, "Paper presets").
+"""The paper presets (specs ``paper_*``, ncgeom.campaigns.claims.PRESETS; docs/experiments.md, "Paper presets").
 
 Each preset's full scale must be the authors' settings (rjiang03/HCL at 7a55a2f, main/SCL and main/UCL
 train_mean_classifier.py and model.py: CIFAR-100 through torchvision, ResNet-50 with the 3 x 3 stem and no
@@ -16,12 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ncgeom.campaigns.claims import ALL_CLAIMS, CLAIMS, PRESETS, claim_of_spec, claim_spec, run_claims
+from ncgeom.campaigns.plan import sweep_configs
+from ncgeom.campaigns.spec import expand, load_spec, spec_names
 from ncgeom.cli.main import main
 from ncgeom.data import write_cifar_like
-from ncgeom.experiments import expand, load_spec
-from ncgeom.experiments.claims import ALL_CLAIMS, CLAIMS, PRESETS, claim_of_spec, claim_spec, run_claims
-from ncgeom.experiments.spec import spec_names
-from ncgeom.experiments.sweep import sweep_configs
 from ncgeom.vocabulary import effective_beta
 
 AUTHORS = dict(dataset="cifar100", classes=100, model="resnet50", norm="ball", tau=1.0, positives="label",
@@ -56,7 +55,7 @@ def test_reproduce_runs_the_claims_without_the_presets(tmp_path, monkeypatch):
     assert not set(CLAIMS) & set(PRESETS) and ALL_CLAIMS == {**CLAIMS, **PRESETS}
     assert {c.spec for c in CLAIMS.values()} | {c.spec for c in PRESETS.values()} == set(spec_names())
     seen = []
-    monkeypatch.setattr("ncgeom.experiments.claims._run_claims_locked",
+    monkeypatch.setattr("ncgeom.campaigns.claims._run_claims_locked",
                         lambda out, ids, *args, **kwargs: seen.append(ids) or ())
     run_claims(tmp_path / "out", scale="tiny")
     assert seen == [list(CLAIMS)]

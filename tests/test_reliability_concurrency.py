@@ -1,7 +1,7 @@
 """One writer per output folder, and resume that checks every finished run (docs/reliability.md).
 
 ncgeom.locking (the folder lock: refusal naming the holder, --wait, stale locks, re-entrance),
-ncgeom.experiments.integrity (a "finished" run with damaged files is detected) and the sweep's use of
+ncgeom.runs.integrity (a "finished" run with damaged files is detected) and the sweep's use of
 both: a damaged run is rerun, and two sweeps on one folder leave every run valid. Real processes run
 through ``sys.executable -m ncgeom.cli.main``; tests over 5 s are marked slow.
 """
@@ -21,12 +21,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ncgeom.campaigns.spec import expand, load_spec, run_name
+from ncgeom.campaigns.sweep import count_finished, run_sweep
 from ncgeom.cli.main import main
-from ncgeom.experiments.integrity import check_run
-from ncgeom.experiments.records import RunSummary, load_history
-from ncgeom.experiments.spec import expand, load_spec, run_name
-from ncgeom.experiments.sweep import count_finished, run_sweep
 from ncgeom.locking import LOCK_FILE, folder_lock, read_holder
+from ncgeom.runs.integrity import check_run
+from ncgeom.runs.records import RunSummary, load_history
 
 # 3 runs of ~0.1 s each (classes 3, 6 samples per class, 4 epochs)
 QUICK_SPEC = """

@@ -28,9 +28,10 @@ import pytest
 from conftest import run_main
 
 from ncgeom import budget
+from ncgeom.campaigns.spec import MAX_GRID_RUNS, MAX_SPEC_BYTES, spec_from_dict
 from ncgeom.cli.main import main
-from ncgeom.experiments.config import Config, config_from_dict
-from ncgeom.experiments.spec import MAX_GRID_RUNS, MAX_SPEC_BYTES, spec_from_dict
+from ncgeom.runs import budget as run_budget
+from ncgeom.runs.config import Config, config_from_dict
 from ncgeom.theory import nc_value
 
 HUGE_INT = "1" + "0" * 30  # 10^30: a valid int for argparse, bounded by the memory budget or a range
@@ -574,7 +575,7 @@ def test_debug_in_a_subprocess_prints_a_traceback(tmp_path):
     (lambda: config_from_dict([1, 2]), "expected a table"),  # type: ignore[arg-type]
     (lambda: budget.parse_size("8Q"), "--max-memory"),
     (lambda: budget.memory_budget(0), "max_memory"),
-    (lambda: budget.check_run_memory(Config(), budget=1), "the run needs"),
+    (lambda: run_budget.check_run_memory(Config(), budget=1), "the run needs"),
 ])
 def test_library_rejects_bad_sizes_naming_the_argument(call, name):
     with pytest.raises(ValueError, match=name):

@@ -23,12 +23,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ncgeom.experiments.integrity import check_run
-from ncgeom.experiments.records import RunSummary, load_history
-from ncgeom.experiments.spec import expand, load_spec, run_name
-from ncgeom.experiments.sweep import count_finished
+from ncgeom.campaigns.spec import expand, load_spec, run_name
+from ncgeom.campaigns.sweep import count_finished
 from ncgeom.interrupts import Interrupted, raise_on_signals
 from ncgeom.locking import read_holder
+from ncgeom.runs.integrity import check_run
+from ncgeom.runs.records import RunSummary, load_history
 
 # 4 runs of ~1 s each (400 epochs of a 3-class, 18-sample problem): with 2 workers, runs are running
 # and queued at once, so a signal finds both kinds.

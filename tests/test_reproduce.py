@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from ncgeom.atomic_io import atomic_write_bytes, atomic_write_json, read_json
+from ncgeom.campaigns.claims import CLAIMS
 from ncgeom.cli.main import build_parser, main
 from ncgeom.cli.reference import cli_reference
-from ncgeom.experiments.claims import CLAIMS
 from ncgeom.figures import FIGURES
 from ncgeom.reproduce import pipeline
 from ncgeom.reproduce.report import write_gallery
@@ -116,7 +116,7 @@ def test_other_scale_in_same_directory_is_refused(tiny_run, capsys):
         (["--workers", "-3"], "--workers must be an integer >= 1"),
         (["--stages", "verify,paint"], "--stages must be a comma-separated subset"),
         (["--redo", "nope"], "--redo must be a comma-separated subset"),
-        (["--engine", "stacked"], "--engine must be one of"),
+        (["--engine", "stack"], "--engine must be one of"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(argv, fragment, tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""ResNet encoders with the CIFAR stem (ncgeom.resnet): architecture, parameter counts, init, normalization.
+"""ResNet encoders with the CIFAR stem (ncgeom.models.resnet): architecture, parameter counts, init, normalization.
 
 The expected parameter counts come from the architecture formula written out below (he2016deep; torchvision's
 layout), checked first against the totals torchvision publishes for its ImageNet models. The comparison with
@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from ncgeom.resnet import HEADS, BasicBlock, Bottleneck, ResNetEncoder, resnet_feature_dim
+from ncgeom.models.resnet import HEADS, BasicBlock, Bottleneck, ResNetEncoder, resnet_feature_dim
 from ncgeom.vocabulary import RESNET_KINDS
 
 LAYOUT = {"resnet18": ("basic", [2, 2, 2, 2]), "resnet34": ("basic", [3, 4, 6, 3]),

@@ -14,12 +14,19 @@ import pytest
 import torch
 from numpy.testing import assert_array_equal
 
+from ncgeom.campaigns.plan import plan_units
+from ncgeom.campaigns.sweep import run_sweep
 from ncgeom.data import batches_per_epoch, check_batches, class_balanced_batches, epoch_batches, shuffled_batches
-from ncgeom.experiments import Config, make_data, run, run_nc_value
-from ncgeom.experiments.stacked import run_stack, stackable
-from ncgeom.experiments.sweep import plan_units, run_sweep
-from ncgeom.experiments.train import NC_SHUFFLE_BATCHES, seed_streams
+from ncgeom.runs import Config, make_data, run, run_nc_value
+from ncgeom.runs.nc_reference import NC_SHUFFLE_BATCHES
+from ncgeom.runs.setup import seed_streams
+from ncgeom.runs.stacked import run_stack, stackable
 from ncgeom.theory import batch_nc_value
+
+
+def _indices(units) -> list[list[int]]:
+    """The config indices of each unit of a plan (ncgeom.campaigns.plan.Unit)."""
+    return [list(u.indices) for u in units]
 
 
 def _reference(n: int, b: int, rng: np.random.Generator) -> np.ndarray:
@@ -154,7 +161,7 @@ def test_stacked_engine_refuses_and_the_sweep_trains_alone():
     with pytest.raises(ValueError, match="batches='shuffle' are not stacked"):
         run_stack([shuffled])
     configs = [balanced, shuffled, balanced.replace(seed=1), shuffled.replace(seed=1)]
-    assert sorted(map(sorted, plan_units(configs, engine="batched", workers=1))) == [[0, 2], [1], [3]]
+    assert sorted(map(sorted, _indices(plan_units(configs, engine="stacked", workers=1)))) == [[0, 2], [1], [3]]
 
 
 SPEC = """
@@ -182,7 +189,7 @@ def test_both_engines_train_a_shuffled_run_as_run_does(tmp_path):
     """The batched engine hands a shuffled config to ``run``: its files hold exactly run's numbers."""
     path = tmp_path / "shuffle.toml"
     path.write_text(SPEC)
-    for engine in ("batched", "sequential"):
+    for engine in ("stacked", "sequential"):
         result = run_sweep(path, tmp_path / engine, engine=engine, workers=1)
         shuffled = [r.summary for r in result.runs if r.summary.config.batches == "shuffle"]
         assert len(shuffled) == 2 and len(result.runs) == 4

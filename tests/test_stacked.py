@@ -1,7 +1,7 @@
-"""The stacked engine (ncgeom.experiments.stacked) against the sequential one (ncgeom.experiments.run).
+"""The stacked engine (ncgeom.runs.stacked) against the sequential one (ncgeom.runs.run).
 
 Tolerance of the weighted estimator against the sequential engine: the stack uses its own tiled kernel
-(ncgeom.experiments.stacked.loss), the sequential default the blocked kernel; both evaluate the same formula, so one
+(ncgeom.losses.kernels.stacked), the sequential default the blocked kernel; both evaluate the same formula, so one
 step's loss and gradient agree to a few B eps (sums of B terms), and over T steps of Adam the parameters
 drift apart by at most about T B eps times the amplification of training, which we allow to be 100:
 TOL = 100 T B eps (float64: 100 x 6 x 32 x 2.2e-16 = 4.3e-12 for the runs below). The linear and MLP
@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 import torch
 
-from ncgeom.experiments import Config, run
-from ncgeom.experiments.stacked import can_stack, group_stacks, run_stack, stack_key
-from ncgeom.experiments.stacked.adam import StackedAdam
+from ncgeom.optim import StackedAdam
+from ncgeom.runs import Config, run
+from ncgeom.runs.stacked import can_stack, group_stacks, run_stack, stack_key
 
 EPS64 = float(np.finfo(np.float64).eps)
 BASE: dict[str, Any] = dict(dtype="float64", epochs=3, classes=4, samples_per_class=16, batch_size=32, setting="hscl", beta=2.0,
@@ -244,8 +244,8 @@ def test_unconstrained_rows_equal_indexing_and_accumulate(norm):
     """The stacked table's rows (one index_select) and its gradient (index_add_ into a kept buffer) equal
     W[runs, idx] under autograd bit for bit, for batches of distinct rows as the engine draws them; a second
     backward adds to W.grad, and after zero_grad the kept buffer starts from zero again."""
-    from ncgeom.experiments.stacked.models import StackedEncoder
     from ncgeom.geometry import normalize
+    from ncgeom.models.stacked import StackedEncoder
 
     generator = torch.Generator().manual_seed(0)
     table = torch.randn(3, 10, 4, generator=generator, dtype=torch.float64)

@@ -1,4 +1,4 @@
-"""The stacked weighted kernel (ncgeom.experiments.stacked.loss) against batch_loss's dense backend, run by run.
+"""The stacked weighted kernel (ncgeom.losses.kernels.stacked) against batch_loss's dense backend, run by run.
 
 Tolerance: both evaluate the formula of docs/theory.md, section 7 in float64; the kernel shifts the
 log-sum-exp by alpha ||z_i|| max ||z_m|| (not the exact maximum) and forms S through exp2 of
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from ncgeom.experiments.stacked import loss as stacked_loss
-from ncgeom.experiments.stacked.loss import stacked_weighted
 from ncgeom.losses import batch_loss
+from ncgeom.losses.kernels import stacked as stacked_loss
+from ncgeom.losses.kernels.stacked import stacked_weighted
 
 # one thread, as the sweep runs a stack: with more, torch splits an elementwise op's range between threads,
 # and the split points (where a thread's scalar tail lies) depend on the whole stack's size
@@ -40,7 +40,7 @@ def _stack(runs, size=24, dim=5, classes=4, seed=0):
 
 def _stacked(z, labels, supervised, b, tau, *, k, detach, band_width=None):
     z = z.clone().requires_grad_()
-    losses = stacked_weighted(z, labels, supervised=supervised, b=b, tau=tau, k=k, detach_weights=detach,
+    losses = stacked_weighted(z, labels, supervised=supervised, beta=b, tau=tau, num_negatives=k, detach_weights=detach,
                               band_width=band_width)
     losses.sum().backward()
     return losses.detach(), z.grad
@@ -114,7 +114,7 @@ def test_gradcheck_through_the_weights():
     z.requires_grad_()
 
     def f(zz):
-        return stacked_weighted(zz, labels, supervised=supervised, b=b, tau=tau, k=2, detach_weights=False)
+        return stacked_weighted(zz, labels, supervised=supervised, beta=b, tau=tau, num_negatives=2, detach_weights=False)
 
     assert torch.autograd.gradcheck(f, (z,))
 
@@ -147,7 +147,7 @@ def test_batch_without_pairs_gives_an_attached_zero():
     z, _, supervised, b, tau = _stack(RUNS[:2], size=6)
     labels = torch.arange(6).repeat(2, 1)  # every class a singleton: no positive pair
     zz = z.clone().requires_grad_()
-    losses = stacked_weighted(zz, labels, supervised=supervised, b=b, tau=tau, k=1)
+    losses = stacked_weighted(zz, labels, supervised=supervised, beta=b, tau=tau, num_negatives=1)
     assert losses.requires_grad
     losses.sum().backward()
     torch.testing.assert_close(losses.detach(), torch.zeros(2, dtype=torch.float64), rtol=0, atol=0)
@@ -157,7 +157,7 @@ def test_batch_without_pairs_gives_an_attached_zero():
 def test_band_width_below_the_largest_class_raises():
     z, labels, supervised, b, tau = _stack(RUNS[:1], size=8, classes=1)
     with pytest.raises(ValueError, match="band_width"):
-        stacked_weighted(z, labels, supervised=supervised, b=b, tau=tau, k=1, band_width=3)
+        stacked_weighted(z, labels, supervised=supervised, beta=b, tau=tau, num_negatives=1, band_width=3)
 
 
 def test_loss_bytes_is_bounded_by_the_tile():

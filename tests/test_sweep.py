@@ -1,4 +1,4 @@
-"""ncgeom.experiments.spec and .sweep: specs (shipped and TOML), scales, resumable parallel runs, CSV, Dask, CLI."""
+"""ncgeom.campaigns.spec and .sweep: specs (shipped and TOML), scales, resumable parallel runs, CSV, Dask, CLI."""
 
 import csv
 import json
@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
-import ncgeom.experiments.sweep as sweep
+import ncgeom.campaigns.executors as executors
+import ncgeom.campaigns.sweep as sweep
+import ncgeom.campaigns.units as units
+from ncgeom.campaigns.claims import ALL_CLAIMS, PRESETS
+from ncgeom.campaigns.spec import expand, load_spec, run_name, spec_from_dict, spec_names
+from ncgeom.campaigns.sweep import run_sweep
 from ncgeom.cli.main import main
-from ncgeom.experiments.claims import ALL_CLAIMS, PRESETS
-from ncgeom.experiments.spec import expand, load_spec, run_name, spec_from_dict, spec_names
-from ncgeom.experiments.sweep import run_sweep
 from ncgeom.vocabulary import SCALES
 
 TINY_SPEC = """
@@ -155,38 +157,38 @@ def test_any_executor_is_accepted(spec_file, tmp_path):
 
 
 def test_failed_run_is_recorded_and_retried(spec_file, tmp_path, monkeypatch):
-    real = sweep._execute
+    real = units.train_unit
 
-    def flaky(config_dict, run_dir):
-        if config_dict["beta"] == 1.0:
+    def flaky(kind, config_dicts, run_dirs):
+        if config_dicts[0]["beta"] == 1.0:
             raise RuntimeError("boom")
-        return real(config_dict, run_dir)
+        return real(kind, config_dicts, run_dirs)
 
-    monkeypatch.setattr(sweep, "_execute", flaky)
+    monkeypatch.setattr(units, "train_unit", flaky)
     res = run_sweep(spec_file, tmp_path / "f", scale="quick", engine="sequential")
     assert [r.status for r in res.runs] == ["completed", "failed", "completed"]
     assert "boom" in res.failed[0].error
-    monkeypatch.setattr(sweep, "_execute", real)
+    monkeypatch.setattr(units, "train_unit", real)
     again = run_sweep(spec_file, tmp_path / "f", scale="quick", engine="sequential")
     assert [r.status for r in again.runs] == ["completed"] * 3 and [r.skipped for r in again.runs] == [True, False, True]
 
 
 def test_failed_stack_fails_all_its_runs_and_is_retried(spec_file, tmp_path, monkeypatch):
-    real = sweep._execute_stack
+    real = units.train_unit
 
-    def flaky(config_dicts, run_dirs):
+    def flaky(kind, config_dicts, run_dirs):
         if any(c["beta"] == 1.0 for c in config_dicts):
             raise RuntimeError("boom")
-        return real(config_dicts, run_dirs)
+        return real(kind, config_dicts, run_dirs)
 
-    monkeypatch.setattr(sweep, "_execute_stack", flaky)
+    monkeypatch.setattr(units, "train_unit", flaky)
     # a two-thread executor: the 3 runs (one stack key) go as two stacks, [scl] and [hscl beta 1, hscl beta 5]
     with ThreadPoolExecutor(max_workers=2) as ex:
-        res = run_sweep(spec_file, tmp_path / "f", scale="quick", executor=ex, engine="batched")
+        res = run_sweep(spec_file, tmp_path / "f", scale="quick", executor=ex, engine="stacked")
     assert [r.status for r in res.runs] == ["completed", "failed", "failed"]
     assert all("boom" in r.error for r in res.failed) and not (tmp_path / "f" / res.runs[2].name / "summary.json").exists()
-    monkeypatch.setattr(sweep, "_execute_stack", real)
-    again = run_sweep(spec_file, tmp_path / "f", scale="quick", engine="batched")
+    monkeypatch.setattr(units, "train_unit", real)
+    again = run_sweep(spec_file, tmp_path / "f", scale="quick", engine="stacked")
     assert [r.status for r in again.runs] == ["completed"] * 3 and [r.skipped for r in again.runs] == [True, False, False]
 
 
@@ -214,7 +216,7 @@ def test_dask_local_cluster(spec_file, tmp_path):
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp://",
                                   host="127.0.0.1", dashboard_address=None) as cluster:  # loopback only
         assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
-        with sweep.dask_executor(cluster.scheduler_address) as ex:
+        with executors.dask_executor(cluster.scheduler_address) as ex:
             res = run_sweep(spec_file, tmp_path / "d", scale="quick", executor=ex)
     assert [r.status for r in res.runs] == ["completed"] * 3
 
@@ -231,7 +233,7 @@ def test_dask_missing_gives_a_clear_error(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", fake_import)
     with pytest.raises(ValueError, match=r"ncgeom\[distributed\]"):
-        with sweep.dask_executor("tcp://127.0.0.1:1"):
+        with executors.dask_executor("tcp://127.0.0.1:1"):
             pass
 
 

@@ -1,7 +1,7 @@
-"""The sweep's two engines (ncgeom.experiments.sweep: ``engine="batched"|"sequential"``).
+"""The sweep's two engines (ncgeom.campaigns.sweep: ``engine="stacked"|"sequential"``).
 
 The batched engine cuts the runs to do into stacks (:func:`plan_units`) and trains each with
-:func:`ncgeom.experiments.stacked.run_stack`; the sequential one trains run after run. Both must give the
+:func:`ncgeom.runs.stacked.run_stack`; the sequential one trains run after run. Both must give the
 same runs with the same final numbers within the stacked engine's tolerance against the sequential engine
 (tests/test_stacked.py): the stack's weighted estimator is another kernel (dense) than the sequential
 default (blocked), so a step's loss agrees to a few B eps and T steps of Adam to about T B eps times the
@@ -28,15 +28,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import ncgeom.experiments.sweep as sweep
-from ncgeom.budget import run_memory_estimate
+from ncgeom.campaigns.claims import claim_spec, evaluate_claim
+from ncgeom.campaigns.plan import plan_units
+from ncgeom.campaigns.spec import expand, load_spec, run_name
+from ncgeom.campaigns.sweep import run_sweep
 from ncgeom.cli.main import main
-from ncgeom.experiments import Config, evaluate_claim
-from ncgeom.experiments.claims import claim_spec
-from ncgeom.experiments.integrity import check_run
-from ncgeom.experiments.spec import expand, load_spec, run_name
-from ncgeom.experiments.stacked import stack_key, stack_memory_bytes
-from ncgeom.experiments.sweep import plan_units, run_sweep
+from ncgeom.runs import Config
+from ncgeom.runs.budget import run_memory_estimate, stack_memory_bytes
+from ncgeom.runs.integrity import check_run
+from ncgeom.runs.stacked import stack_key
+from ncgeom.vocabulary import ENGINES
 
 EPS64 = float(np.finfo(np.float64).eps)
 
@@ -70,6 +71,11 @@ seed = [0, 1]
 """
 STEPS = 20  # epochs x ceil(N / B) = 20 x 1
 TOL = 100 * STEPS * 18 * EPS64  # module docstring: 8.0e-11
+
+
+def _indices(units) -> list[list[int]]:
+    """The config indices of each unit of a plan (ncgeom.campaigns.plan.Unit)."""
+    return [list(u.indices) for u in units]
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: one torch and one BLAS thread
@@ -107,34 +113,34 @@ def _per_run(config: Config) -> int:
 
 
 def test_plan_units_sequential_is_one_run_per_unit():
-    assert plan_units(_configs(3), engine="sequential", workers=2) == [[0], [1], [2]]
+    assert _indices(plan_units(_configs(3), engine="sequential", workers=2)) == [[0], [1], [2]]
 
 
 def test_plan_units_groups_by_stack_key_and_spreads_over_workers():
     configs = _configs(5) + _configs(2, model="linear") + _configs(2)[:1]  # keys: A A A A A B B A
     assert len({stack_key(c) for c in configs}) == 2
     big = 2**40  # memory is no limit here
-    assert plan_units(configs, engine="batched", workers=1, budget=big) == [[0, 1, 2, 3, 4, 7], [5, 6]]
+    assert _indices(plan_units(configs, engine="stacked", workers=1, budget=big)) == [[0, 1, 2, 3, 4, 7], [5, 6]]
     # 8 runs, 2 workers: at most ceil(8 / 2) = 4 runs a stack; 6 -> 3 + 3 (near-equal parts), 2 -> 2
-    assert plan_units(configs, engine="batched", workers=2, budget=big) == [[0, 1, 2], [3, 4, 7], [5, 6]]
-    assert plan_units(configs, engine="batched", workers=8, budget=big) == [[i] for i in (0, 1, 2, 3, 4, 7, 5, 6)]
+    assert _indices(plan_units(configs, engine="stacked", workers=2, budget=big)) == [[0, 1, 2], [3, 4, 7], [5, 6]]
+    assert _indices(plan_units(configs, engine="stacked", workers=8, budget=big)) == [[i] for i in (0, 1, 2, 3, 4, 7, 5, 6)]
 
 
 def test_plan_units_cuts_stacks_to_the_memory_budget_of_a_worker():
     configs = _configs(7)
     per_run = _per_run(configs[0])
     # a worker's share holds exactly 3 runs: 7 -> ceil(7 / 3) = 3 parts of 2, 2, 3
-    assert plan_units(configs, engine="batched", workers=1, budget=3 * per_run) == [[0, 1], [2, 3], [4, 5, 6]]
-    assert plan_units(configs, engine="batched", workers=2, budget=2 * 3 * per_run + 1) == [[0, 1], [2, 3], [4, 5, 6]]
-    assert plan_units(configs, engine="batched", workers=1, budget=3 * per_run - 1) == [[0], [1, 2], [3, 4], [5, 6]]  # 2 a stack
+    assert _indices(plan_units(configs, engine="stacked", workers=1, budget=3 * per_run)) == [[0, 1], [2, 3], [4, 5, 6]]
+    assert _indices(plan_units(configs, engine="stacked", workers=2, budget=2 * 3 * per_run + 1)) == [[0, 1], [2, 3], [4, 5, 6]]
+    assert _indices(plan_units(configs, engine="stacked", workers=1, budget=3 * per_run - 1)) == [[0], [1, 2], [3, 4], [5, 6]]  # 2 a stack
     # a budget below one run still gives every run a unit (run_stack then refuses it, as run() would)
-    assert plan_units(configs, engine="batched", workers=1, budget=1) == [[i] for i in range(7)]
-    assert plan_units([], workers=3) == []
+    assert _indices(plan_units(configs, engine="stacked", workers=1, budget=1)) == [[i] for i in range(7)]
+    assert _indices(plan_units([], workers=3)) == []
 
 
 def test_unknown_engine_is_refused(spec_path, tmp_path, capsys):
     with pytest.raises(ValueError, match="engine must be one of"):
-        plan_units(_configs(1), engine="stacked")  # type: ignore[arg-type]
+        plan_units(_configs(1), engine="stack")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="engine must be one of"):
         run_sweep(spec_path, tmp_path / "x", engine="fast")  # type: ignore[arg-type]
     assert main(["sweep", str(spec_path), "--out", str(tmp_path / "y"), "--engine", "fast"]) == 2
@@ -147,7 +153,7 @@ def test_unknown_engine_is_refused(spec_path, tmp_path, capsys):
 
 def test_batched_and_sequential_give_the_same_runs(spec_path, tmp_path):
     sequential = run_sweep(spec_path, tmp_path / "seq", scale="quick", engine="sequential")
-    batched = run_sweep(spec_path, tmp_path / "bat", scale="quick", engine="batched")
+    batched = run_sweep(spec_path, tmp_path / "bat", scale="quick", engine="stacked")
     assert len(batched.runs) == 10 and all(r.status == "completed" for r in batched.runs)
     _assert_same_finals(sequential, batched, tol=TOL)
     assert (tmp_path / "bat" / "summary.csv").read_text().splitlines()[0] == \
@@ -160,7 +166,7 @@ def test_claim_verdicts_are_the_same_with_both_engines(tmp_path):
     spec = claim_spec("6")
     spec = dataclasses.replace(spec, base={**spec.base, "dtype": "float64"})  # module docstring: float64
     sequential = run_sweep(spec, tmp_path / "seq", scale="tiny", engine="sequential")
-    batched = run_sweep(spec, tmp_path / "bat", scale="tiny", engine="batched")
+    batched = run_sweep(spec, tmp_path / "bat", scale="tiny", engine="stacked")
     # tiny claim 6: N = 10 x 16, B = 64: T = 2 epochs x 3 steps
     _assert_same_finals(sequential, batched, tol=100 * 2 * 3 * 64 * EPS64)
     rows_s, rows_b = evaluate_claim("6", sequential), evaluate_claim("6", batched)
@@ -253,7 +259,20 @@ def test_kill_9_mid_stack_then_rerun_gives_all_runs_valid(tmp_path):
 def test_sweep_json_names_the_engine(spec_path, tmp_path):
     run_sweep(spec_path, tmp_path / "s", scale="quick", engine="sequential")
     assert json.loads((tmp_path / "s" / "sweep.json").read_text())["engine"] == "sequential"
-    assert sweep.ENGINES == ("batched", "sequential")
+    assert ENGINES == ("stacked", "sequential")
+
+
+def test_the_engine_s_earlier_name_is_accepted_for_one_release(spec_path, tmp_path, capsys):
+    """"batched" (the stacked engine's name before the run layer, CHANGELOG.md) still works: a DeprecationWarning
+    from the library, one note line on stderr from the CLI, and the runs of the stacked engine."""
+    with pytest.warns(DeprecationWarning, match="now called 'stacked'"):
+        units = plan_units(_configs(2), engine="batched")  # type: ignore[arg-type]
+    assert [u.kind for u in units] == ["stack"]
+    assert main(["sweep", str(spec_path), "--out", str(tmp_path / "b"), "--engine", "batched", "--scale", "quick"]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    assert notes == ["note: --engine batched is now called stacked; the old name will be removed in the next release"]
+    assert json.loads((tmp_path / "b" / "sweep.json").read_text())["engine"] == "stacked"
+
 
 
 def test_unnormalized_runs_stack(spec_path, tmp_path):
@@ -261,6 +280,6 @@ def test_unnormalized_runs_stack(spec_path, tmp_path):
     handed to numpy still requiring grad, and every stack of claim 4 failed)."""
     spec = dataclasses.replace(load_spec(spec_path), base={**load_spec(spec_path).base, "norm": "none", "epochs": 3})
     sequential = run_sweep(spec, tmp_path / "seq", scale="quick", engine="sequential")
-    batched = run_sweep(spec, tmp_path / "bat", scale="quick", engine="batched")
+    batched = run_sweep(spec, tmp_path / "bat", scale="quick", engine="stacked")
     assert not batched.failed
     _assert_same_finals(sequential, batched, tol=100 * 3 * 18 * EPS64)  # T = 3 steps

@@ -1,6 +1,6 @@
 """``ncgeom reproduce``: verification, claim sweeps, theory data, figures and report.md in one command.
 
-    ncgeom reproduce [--quick | --full] --out DIR [--workers N] [--engine batched|sequential] [--device cuda]
+    ncgeom reproduce [--quick | --full] --out DIR [--workers N] [--engine stacked|sequential] [--device cuda]
 
 Resumable: rerunning with the same ``--out`` skips what is finished (see
 :mod:`ncgeom.reproduce.pipeline`); the claims stage shows a progress bar of training runs (stderr).
@@ -16,20 +16,20 @@ import argparse
 import os
 import sys
 
+from ncgeom.campaigns.claims import claim_run_counts
 from ncgeom.cli.sweep import (
     add_device_option,
     add_engine_option,
     add_wait_options,
     check_device_option,
+    engine_option,
     note_takeover,
     wait_seconds,
 )
-from ncgeom.experiments.claims import claim_run_counts
 from ncgeom.interrupts import Interrupted, raise_on_signals
 from ncgeom.locking import folder_lock, prepare_folder
 from ncgeom.threads import limit_cpu_threads
-from ncgeom.validate import require_choice, require_int
-from ncgeom.vocabulary import ENGINES
+from ncgeom.validate import require_int
 
 __all__ = ["register", "handler"]
 
@@ -84,7 +84,7 @@ def handler(args: argparse.Namespace) -> int:
     workers = min(os.cpu_count() or 1, 4) if args.workers is None else require_int("--workers", args.workers, min_value=1)
     stages = None if args.stages is None else _stage_list("--stages", args.stages, STAGES[:-1])
     redo = _stage_list("--redo", args.redo, STAGES[:-1])
-    require_choice("--engine", args.engine, ENGINES)
+    engine = engine_option(args.engine)
     check_device_option(args.device)
     wait = wait_seconds(args)
     if workers == 1:
@@ -93,7 +93,7 @@ def handler(args: argparse.Namespace) -> int:
         try:
             with folder_lock(prepare_folder(args.out, what="--out"), wait=wait) as lock:
                 note_takeover("ncgeom reproduce", lock)
-                result = reproduce(args.out, scale=args.scale, workers=workers, engine=args.engine, stages=stages,
+                result = reproduce(args.out, scale=args.scale, workers=workers, engine=engine, stages=stages,
                                    redo=redo, progress=not args.quiet, wait=wait, device=args.device)
         except Interrupted as stop:
             done, total = claim_run_counts(args.out, scale=args.scale, device=args.device)

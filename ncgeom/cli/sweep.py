@@ -6,8 +6,8 @@ shows them: one per claim of docs/theory.md, section 9, and the paper presets ``
 claims with the authors' settings on CIFAR-100: a GPU and ``--data-dir`` with the data set); a path to a
 TOML file works too.
 ``--workers N`` processes (default 1: in this process); ``--scheduler ADDRESS`` sends the runs to a Dask
-distributed cluster instead (optional extra ncgeom[distributed]). ``--engine batched`` (the default)
-trains runs of equal shapes as stacks, one stack per task (ncgeom.experiments.stacked); ``--engine
+distributed cluster instead (optional extra ncgeom[distributed]). ``--engine stacked`` (the default)
+trains runs of equal shapes as stacks, one stack per task (ncgeom.runs.stacked); ``--engine
 sequential`` one run per task. ``--device cuda`` trains every run on the GPU whatever the spec says
 (docs/experiments.md, "Devices"; refused at once, exit 2, where CUDA is not available). For a shipped
 claim spec, the claim's verdicts are printed and written to DIR/claim.json. ``--data-dir DIR`` is the folder of
@@ -30,23 +30,18 @@ import sys
 from pathlib import Path
 
 from ncgeom.atomic_io import atomic_write_json
-from ncgeom.experiments.claims import ClaimRecord, claim_of_spec, evaluate_claim
-from ncgeom.experiments.spec import load_spec, spec_names
-from ncgeom.experiments.sweep import (
-    check_data_dirs,
-    check_devices,
-    count_finished,
-    make_executor,
-    run_sweep,
-    sweep_configs,
-)
+from ncgeom.campaigns.claims import ClaimRecord, claim_of_spec, evaluate_claim
+from ncgeom.campaigns.executors import make_executor
+from ncgeom.campaigns.plan import check_data_dirs, check_devices, sweep_configs
+from ncgeom.campaigns.spec import load_spec, spec_names
+from ncgeom.campaigns.sweep import count_finished, run_sweep
 from ncgeom.interrupts import Interrupted, raise_on_signals
 from ncgeom.locking import FolderLock, folder_lock, prepare_folder
 from ncgeom.threads import limit_cpu_threads
 from ncgeom.validate import require_choice, require_int
-from ncgeom.vocabulary import DEFAULT_ENGINE, ENGINES, SCALES, device_type
+from ncgeom.vocabulary import DEFAULT_ENGINE, ENGINE_ALIASES, ENGINES, SCALES, Engine, device_type, engine_name
 
-__all__ = ["register", "add_wait_options", "add_engine_option", "add_device_option", "check_device_option",
+__all__ = ["register", "add_wait_options", "add_engine_option", "engine_option", "add_device_option", "check_device_option",
            "wait_seconds", "note_takeover"]
 
 
@@ -79,11 +74,22 @@ def add_wait_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_engine_option(parser: argparse.ArgumentParser) -> None:
-    """``--engine batched|sequential``: how the runs are trained (ncgeom.experiments.sweep.ENGINES)."""
+    """``--engine stacked|sequential``: how the runs are trained (ncgeom.vocabulary.ENGINES)."""
     parser.add_argument("--engine", default=DEFAULT_ENGINE, metavar="NAME",
                         help=f"{' or '.join(ENGINES)}: runs of equal shapes trained as stacks, one stack per "
                              f"worker task, or one run per task [{DEFAULT_ENGINE}]")
 
+
+
+def engine_option(value: str) -> Engine:
+    """The engine ``--engine`` names (ncgeom.vocabulary.ENGINES); its earlier spelling "batched" is taken with a
+    one-line note on stderr (the name goes in the next release, CHANGELOG.md); anything else is a ValueError."""
+    if value in ENGINE_ALIASES:
+        new = ENGINE_ALIASES[value]
+        print(f"note: --engine {value} is now called {new}; the old name will be removed in the next release",
+              file=sys.stderr)
+        return new
+    return engine_name(value, name="--engine")
 
 def add_device_option(parser: argparse.ArgumentParser) -> None:
     """``--device cpu|cuda|cuda:N``: the device of every training run, in place of each config's own."""
@@ -126,7 +132,7 @@ def _handler(args: argparse.Namespace) -> int:
         raise ValueError("give a spec (a shipped name or a TOML file) and --out DIR, or --list")
     require_choice("scale", args.scale, SCALES)
     require_int("workers", args.workers, min_value=1)
-    require_choice("--engine", args.engine, ENGINES)
+    engine = engine_option(args.engine)
     check_device_option(args.device)
     wait = wait_seconds(args)
     spec = load_spec(args.spec)  # every config validated before anything runs
@@ -143,7 +149,7 @@ def _handler(args: argparse.Namespace) -> int:
                 note_takeover("ncgeom sweep", lock)
                 with make_executor(args.workers, scheduler=args.scheduler) as ex:
                     result = run_sweep(spec, args.out, scale=args.scale, workers=args.workers, executor=ex,
-                                       engine=args.engine, progress=progress, device=args.device,
+                                       engine=engine, progress=progress, device=args.device,
                                        data_dir=args.data_dir)
                 return _report(args, spec, result)
         except Interrupted as stop:

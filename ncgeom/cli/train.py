@@ -1,4 +1,4 @@
-"""``ncgeom train``: one training run; one option per Config field (ncgeom.experiments.config).
+"""``ncgeom train``: one training run; one option per Config field (ncgeom.runs.config).
 
 Writes DIR/config.json (config + provenance), DIR/history.jsonl (one line per epoch) and
 DIR/summary.json (final metrics under "final", plus "nc_value") with ``--out DIR``. A tqdm bar is shown
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ncgeom.atomic_io import dumps_json
-from ncgeom.experiments.config import config_fields, config_from_dict, field_type_error
+from ncgeom.runs.config import config_fields, config_from_dict, field_type_error
 from ncgeom.validate import require_int
 from ncgeom.vocabulary import IMAGE_DATASETS
 
@@ -133,7 +133,7 @@ def _fill_image_classes(values: dict) -> None:
     dataset, data_dir = values.get("dataset"), values.get("data_dir")
     if "classes" in values or dataset not in IMAGE_DATASETS or not isinstance(data_dir, str):
         return  # a missing data_dir is reported by the Config, naming the field
-    from ncgeom.experiments.image_train import image_class_count
+    from ncgeom.runs.image_data import image_class_count
 
     values["classes"] = image_class_count(dataset, data_dir)
 
@@ -156,7 +156,7 @@ def _handler(args: argparse.Namespace) -> int:
     # any allocation and before --out is created
     config = config_from_dict(values)
 
-    from ncgeom.experiments.train import run
+    from ncgeom.runs import run
     from ncgeom.threads import limit_cpu_threads
 
     limit_cpu_threads(args.threads)

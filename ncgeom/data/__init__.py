@@ -29,7 +29,6 @@ from ncgeom.data.batches import (
 from ncgeom.data.digits import digits_class_sizes, digits_train_size, load_digits_data
 from ncgeom.data.mixture import LabeledData, class_prior, gaussian_mixture, split_counts
 from ncgeom.data.positives import label_positive_indices, label_positives, noise_positives, two_view_batch
-from ncgeom.vocabulary import POSITIVES  # re-exported: the positive kinds of the experiments
 
 __all__ = [
     "LabeledData",
@@ -39,7 +38,6 @@ __all__ = [
     "load_digits_data",
     "digits_train_size",
     "digits_class_sizes",
-    "POSITIVES",
     "label_positive_indices",
     "label_positives",
     "noise_positives",

@@ -1,50 +1,33 @@
-"""Experiments: config -> run -> run directory, sweeps over grids of configs, and the claims of docs/theory.md, section 9.
+"""Deprecated: the names of ``ncgeom.experiments`` now live in :mod:`ncgeom.runs` and :mod:`ncgeom.campaigns`.
 
-- :mod:`.config`: :class:`Config` (frozen, validated; every field documented);
-- :mod:`.train`: :func:`run` (Adam on :func:`ncgeom.losses.batch_loss`, metrics per epoch) -> :class:`Result`;
-- :mod:`.records`: the run-directory files, each owned by its record (:class:`EpochRecord`,
-  :class:`RunSummary`, config.json) and :func:`load_run` -> :class:`SavedRun`;
-- :mod:`.spec`: sweep specs (TOML; the claim specs ship in ``specs/``), :func:`load_spec`, :func:`expand`;
-- :mod:`.sweep`: :func:`run_sweep` (resumable) and :func:`make_executor` (process pool or Dask), CSV table;
-- :mod:`.claims`: per claim, its spec and evaluation; :func:`run_claims` writes ``claims/<id>.json``.
-
-Importing this package does not import torch; :func:`run` does.
+``from ncgeom.experiments import Config, run`` keeps working for one release, with a DeprecationWarning naming the
+new home (CHANGELOG.md lists every moved name); the submodules (``ncgeom.experiments.train``, ...) are gone.
 """
 
-from ncgeom.experiments.claims import CLAIMS, Claim, ClaimRecord, ClaimResult, evaluate_claim, run_claims
-from ncgeom.experiments.config import Config, config_fields, config_from_dict
-from ncgeom.experiments.records import EpochRecord, RunSummary, SavedRun, load_run, load_runs
-from ncgeom.experiments.result import Result
-from ncgeom.experiments.spec import SweepSpec, expand, load_spec, spec_names
-from ncgeom.experiments.sweep import RunRecord, SweepResult, dask_executor, make_executor, run_sweep
-from ncgeom.experiments.train import make_data, run, run_nc_value
+from __future__ import annotations
 
-__all__ = [
-    "Config",
-    "config_fields",
-    "config_from_dict",
-    "run",
-    "make_data",
-    "run_nc_value",
-    "Result",
-    "EpochRecord",
-    "RunSummary",
-    "SavedRun",
-    "load_run",
-    "load_runs",
-    "SweepSpec",
-    "spec_names",
-    "load_spec",
-    "expand",
-    "RunRecord",
-    "SweepResult",
-    "run_sweep",
-    "make_executor",
-    "dask_executor",
-    "Claim",
-    "ClaimRecord",
-    "ClaimResult",
-    "CLAIMS",
-    "evaluate_claim",
-    "run_claims",
-]
+import importlib
+import warnings
+
+#: Each public name of the former package and its new module.
+MOVED: dict[str, str] = {
+    **dict.fromkeys(("Config", "config_fields", "config_from_dict", "run", "make_data", "run_nc_value", "Result",
+                     "EpochRecord", "RunSummary", "SavedRun", "load_run", "load_runs"), "ncgeom.runs"),
+    **dict.fromkeys(("SweepSpec", "spec_names", "load_spec", "expand"), "ncgeom.campaigns.spec"),
+    **dict.fromkeys(("RunRecord", "SweepResult", "run_sweep"), "ncgeom.campaigns.sweep"),
+    **dict.fromkeys(("make_executor", "dask_executor"), "ncgeom.campaigns.executors"),
+    **dict.fromkeys(("Claim", "ClaimRecord", "ClaimResult", "CLAIMS", "evaluate_claim", "run_claims"),
+                    "ncgeom.campaigns.claims"),
+}
+
+__all__: list[str] = []  # nothing is defined here; every name is forwarded (module docstring)
+
+
+def __getattr__(name: str):
+    home = MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module 'ncgeom.experiments' has no attribute {name!r} (the package moved to "
+                             "ncgeom.runs and ncgeom.campaigns; see CHANGELOG.md)")
+    warnings.warn(f"ncgeom.experiments.{name} moved to {home}.{name}; ncgeom.experiments will be removed in the next "
+                  "release", DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(home), name)

@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import MaxNLocator, NullFormatter, NullLocator, ScalarFormatter
 
-from ncgeom.experiments.records import SavedRun
 from ncgeom.figures.registry import Rendered
 from ncgeom.figures.runs import (
     BAND_TEXT,
@@ -34,6 +33,7 @@ from ncgeom.figures.runs import (
     seed_band,
 )
 from ncgeom.figures.style import beta_color, new_figure, no_data, save_figure
+from ncgeom.runs.records import SavedRun
 
 __all__ = [
     "final_value_axis",

@@ -1,7 +1,7 @@
 """The saved results a figure reads: the runs of the claim sweeps and the theory-data files.
 
 Figures never retrain. They read ``<results>/sweeps/<spec>/<run>/`` with
-:func:`ncgeom.experiments.load_run` (one typed reader of the run-directory format) and
+:func:`ncgeom.runs.load_run` (one typed reader of the run-directory format) and
 ``<results>/theory/<name>.json`` (written by :mod:`ncgeom.reproduce.theory_data`). When the results a
 figure needs are absent it raises :class:`MissingResults` (the pipeline reports "no data").
 
@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from ncgeom.atomic_io import read_json
-from ncgeom.experiments.config import Config, config_fields
-from ncgeom.experiments.records import SavedRun, load_runs
+from ncgeom.runs.config import Config, config_fields
+from ncgeom.runs.records import SavedRun, load_runs
 from ncgeom.vocabulary import SCALES, effective_beta, is_supervised, plain_setting
 
 __all__ = [
@@ -315,7 +315,7 @@ def _sort_key(value: Any) -> tuple:
 
 
 def _sweep_scale(folder: Path) -> str | None:
-    """The scale recorded in a sweep folder's ``sweep.json`` (ncgeom.experiments.sweep writes it), None if absent."""
+    """The scale recorded in a sweep folder's ``sweep.json`` (ncgeom.campaigns.sweep writes it), None if absent."""
     path = folder / "sweep.json"
     return str(read_json(path)["scale"]) if path.is_file() else None
 

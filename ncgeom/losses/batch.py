@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import torch
 
@@ -220,8 +220,11 @@ def batch_loss(
     >>> round(float(batch_loss(z, torch.tensor([0, 0, 1, 1]), "scl")), 6)
     0.126928
     """
-    return _compute(z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, reduction,
-                    generator, backend, block_size, convention, draws, want_indices=False)
+    request = _validate(z, labels, setting=setting, beta=beta, tau=tau, num_negatives=num_negatives,
+                        estimator=estimator, psi=psi, detach_weights=detach_weights, reduction=reduction,
+                        generator=generator, backend=backend, block_size=block_size, convention=convention,
+                        draws=draws)
+    return _compute(z, labels, request, want_indices=False)
 
 
 def batch_loss_pairs(
@@ -247,8 +250,11 @@ def batch_loss_pairs(
     ``PairLosses.values`` equals ``batch_loss(..., reduction="none")``. With ``draws="anchor"`` the rows of
     ``PairLosses.negatives`` of one anchor are identical (its shared tuple).
     """
-    return _compute(z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, "none",
-                    generator, backend, block_size, convention, draws, want_indices=True)
+    request = _validate(z, labels, setting=setting, beta=beta, tau=tau, num_negatives=num_negatives,
+                        estimator=estimator, psi=psi, detach_weights=detach_weights, reduction="none",
+                        generator=generator, backend=backend, block_size=block_size, convention=convention,
+                        draws=draws)
+    return _compute(z, labels, request, want_indices=True)
 
 
 def select_backend(
@@ -304,8 +310,22 @@ def _triton_unsupported(z: torch.Tensor, estimator: str, reduction: str, convent
     return ""
 
 
-def _validate(z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, reduction,
-              generator, backend, block_size, convention, draws):
+class _Request(NamedTuple):
+    """A validated call of :func:`batch_loss`: the loss specification and how to evaluate it."""
+
+    spec: LossSpec
+    estimator: Estimator
+    psi: Psi
+    reduction: Reduction
+    generator: torch.Generator | None
+    backend: Backend
+    block_size: int | None
+    draws: SampledDraws
+
+
+def _validate(z, labels, *, setting, beta, tau, num_negatives, estimator, psi, detach_weights, reduction,
+              generator, backend, block_size, convention, draws) -> _Request:
+    """Every argument of :func:`batch_loss` checked (ValueError naming it and its range), as a :class:`_Request`."""
     if not isinstance(z, torch.Tensor):
         raise ValueError(f"z must be a torch.Tensor of shape [B, d], got {type(z).__name__}")
     if z.ndim != 2 or z.shape[0] < 1 or z.shape[1] < 1:
@@ -366,16 +386,13 @@ def _validate(z, labels, setting, beta, tau, num_negatives, estimator, psi, deta
         detach_weights=detach_weights,
         convention=convention,
     )
-    return spec, estimator, psi, reduction, backend, block_size, draws
+    return _Request(spec, estimator, psi, reduction, generator, backend, block_size, draws)
 
 
-def _compute(z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, reduction,
-             generator, backend, block_size, convention, draws, *, want_indices):
-    spec, estimator, psi, reduction, backend, block_size, draws = _validate(
-        z, labels, setting, beta, tau, num_negatives, estimator, psi, detach_weights, reduction,
-        generator, backend, block_size, convention, draws)
+def _compute(z, labels, request: _Request, *, want_indices: bool):
+    spec, estimator, psi, reduction, generator, _, block_size, draws = request
     backend = select_backend(z, estimator=estimator, reduction=reduction, detach_weights=spec.detach_weights,
-                             requested=backend, convention=spec.convention)
+                             requested=request.backend, convention=spec.convention)
     size = z.shape[0]
     if backend == "blocked" and estimator == "weighted" and not want_indices:
         # no O(P) index arrays on this path (reduction "none" returns the values in canonical order)
@@ -390,6 +407,7 @@ def _compute(z, labels, setting, beta, tau, num_negatives, estimator, psi, detac
     negatives = None
     if estimator == "sampled":
         rows = size if backend == "dense" else (block_size or default_block_size(size))
+        assert generator is not None  # _validate requires one for the sampled estimator
         values, negatives = sampled_values(z, labels, spec, structure, psi, generator=generator, block_size=rows,
                                            return_negatives=want_indices,  # no O(P k) index tensor unless asked
                                            draws=draws)

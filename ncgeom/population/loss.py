@@ -30,12 +30,13 @@ from ncgeom.losses.eta import Eta, exponential_tilt, tilt_weights
 from ncgeom.losses.psi import Psi, make_psi
 from ncgeom.population.model import FiniteLatentModel
 from ncgeom.validate import require_choice, require_int, require_real
-from ncgeom.vocabulary import SETTINGS, PsiName, Setting, is_hard, is_supervised
+from ncgeom.vocabulary import SETTINGS, PositiveLaw, PsiName, Setting, is_hard, is_supervised
 
 __all__ = ["PopulationLoss", "population_loss", "negative_law", "positive_law"]
 
-_PositiveLaw = Literal["label", "instance"]  # x+ from the anchor's class, or x+ = x
-_POSITIVE_LAWS: tuple[_PositiveLaw, ...] = ("label", "instance")
+#: The positive laws (ncgeom.vocabulary.POSITIVE_LAWS) a finite model expresses exactly: x+ from the anchor's class,
+#: or x+ = x (noise positives need a density, not a finite set of points).
+_POSITIVE_LAWS: tuple[PositiveLaw, ...] = ("label", "instance")
 _Method = Literal["auto", "exact", "mc"]
 _METHODS: tuple[_Method, ...] = ("auto", "exact", "mc")
 
@@ -92,7 +93,7 @@ def negative_law(model: FiniteLatentModel, setting: Setting, *, eta: Eta | float
     return tilt_weights(eta, z @ z.T, base)
 
 
-def positive_law(model: FiniteLatentModel, positives: _PositiveLaw = "label") -> np.ndarray:
+def positive_law(model: FiniteLatentModel, positives: PositiveLaw = "label") -> np.ndarray:
     """Law of the positive given each anchor point, [N, N]: the anchor's class law, or the anchor itself."""
     positives = require_choice("positives", positives, _POSITIVE_LAWS)
     n = model.labels.size
@@ -143,7 +144,7 @@ def population_loss(
     *,
     num_negatives: int,
     eta: Eta | float | None = None,
-    positives: _PositiveLaw = "label",
+    positives: PositiveLaw = "label",
     method: _Method = "auto",
     rng: np.random.Generator | None = None,
     num_samples: int = 20_000,

@@ -1,7 +1,7 @@
-"""Reproduction of the paper's claims: a thin pipeline over :mod:`ncgeom.experiments` and :mod:`ncgeom.figures`.
+"""Reproduction of the paper's claims: a thin pipeline over :mod:`ncgeom.campaigns` and :mod:`ncgeom.figures`.
 
 ``ncgeom reproduce`` (:mod:`ncgeom.cli.reproduce`) calls :func:`reproduce`: verify (proofs_check) ->
-theory data (:mod:`.theory_data`) -> claims (:func:`ncgeom.experiments.run_claims`) -> figures
+theory data (:mod:`.theory_data`) -> claims (:func:`ncgeom.campaigns.run_claims`) -> figures
 (:func:`ncgeom.figures.render_all`) -> report.md (:mod:`.report`). :mod:`.scales` holds the reproduction's
 own parameters at each scale of ncgeom.vocabulary.SCALES; :mod:`.stages` the per-stage records.
 Importing this package does not import matplotlib, cvxpy or torch; the stages import them when they run.

@@ -7,7 +7,7 @@ Stages, in order (each writes only under the output directory ``out``):
 2. ``theory``: the data of the theory figures (:mod:`ncgeom.reproduce.theory_data`) ->
    ``out/theory/<name>.json`` (nc values vs beta, Harris gaps, certificates, HUCL exploration, ablation tables)
    and the hypothesis-ablation records -> ``out/theory/ablations.json`` (a case that raises is recorded there).
-3. ``claims``: :func:`ncgeom.experiments.claims.run_claims`: each claim's sweep (run directories
+3. ``claims``: :func:`ncgeom.campaigns.claims.run_claims`: each claim's sweep (run directories
    under ``out/sweeps/``, trained by ``engine``: stacks or one run at a time; a tqdm bar of runs
    done / total with an ETA) and its verdicts ->
    ``out/claims/<id>.json``.
@@ -28,7 +28,7 @@ later stages still run; the report says which stages failed.
 One writer at a time: the call holds the lock of ``out`` (:mod:`ncgeom.locking`) from the first check to
 the report; a second reproduction into the same folder is refused with the holder's pid, or waits
 (``wait``). The claim sweeps lock their own folders ``out/sweeps/<spec>`` as well, and check every
-finished run's files before reusing it (:mod:`ncgeom.experiments.integrity`). A stop signal
+finished run's files before reusing it (:mod:`ncgeom.runs.integrity`). A stop signal
 (:class:`ncgeom.interrupts.Interrupted`, a KeyboardInterrupt) is never recorded as a failed stage: it
 unwinds the call, stops the workers and releases the lock; the interrupted stage reruns next time.
 """
@@ -47,9 +47,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ncgeom.atomic_io import atomic_write_json, read_json
-from ncgeom.experiments.claims import run_claims
-from ncgeom.experiments.executors import init_child, stop_processes
-from ncgeom.experiments.sweep import check_devices
+from ncgeom.campaigns.claims import run_claims
+from ncgeom.campaigns.executors import init_child, stop_processes
+from ncgeom.campaigns.plan import check_devices
 from ncgeom.figures.render import render_all
 from ncgeom.locking import folder_lock, prepare_folder
 from ncgeom.provenance import provenance
@@ -57,8 +57,8 @@ from ncgeom.reproduce.report import write_report
 from ncgeom.reproduce.scales import ScaleParameters, scale_parameters
 from ncgeom.reproduce.stages import STAGES, StageOutcome, StageRecord, StageStatus
 from ncgeom.reproduce.theory_data import compute_all
-from ncgeom.validate import require_choice, require_int
-from ncgeom.vocabulary import DEFAULT_ENGINE, ENGINES, Engine
+from ncgeom.validate import require_int
+from ncgeom.vocabulary import DEFAULT_ENGINE, Engine, engine_name
 from proofs_check.report import run_all
 
 __all__ = ["ReproduceResult", "Context", "reproduce"]
@@ -141,9 +141,9 @@ def reproduce(
     scale : {"tiny", "quick", "full"}
         Amount of computation (ncgeom.vocabulary.SCALES; :mod:`ncgeom.reproduce.scales`); ``tiny`` is for tests.
     workers : int
-        Parallel training runs in the claim sweeps (>= 1; :func:`ncgeom.experiments.executors.make_executor`).
-    engine : {"batched", "sequential"}
-        How the claim sweeps train their runs (:func:`ncgeom.experiments.sweep.run_sweep`): stacks of runs
+        Parallel training runs in the claim sweeps (>= 1; :func:`ncgeom.campaigns.executors.make_executor`).
+    engine : {"stacked", "sequential"}
+        How the claim sweeps train their runs (:func:`ncgeom.campaigns.sweep.run_sweep`): stacks of runs
         of equal shapes, one stack per task, or one run per task.
     stages : tuple of str, optional
         Run only these stages (default: all of STAGES); the report is always rewritten.
@@ -158,12 +158,12 @@ def reproduce(
         Seconds to wait while another process writes ``out`` (0: refuse at once with
         :class:`~ncgeom.locking.LockedError`; ``math.inf``: no limit).
     device : str, optional
-        Train every claim run on this device ("cpu", "cuda", "cuda:N"; :func:`ncgeom.experiments.claims.run_claims`);
+        Train every claim run on this device ("cpu", "cuda", "cuda:N"; :func:`ncgeom.campaigns.claims.run_claims`);
         refused before anything runs where it does not exist, or where ``out`` holds a reproduction on another.
     """
     params = scale_parameters(scale)
     workers = require_int("workers", workers, min_value=1)
-    engine = require_choice("engine", engine, ENGINES)
+    engine = engine_name(engine)
     if device is not None:
         check_devices([device])
     for arg, names in (("stages", stages or ()), ("redo", redo)):

@@ -12,7 +12,7 @@ from ncgeom.theory.bounds import (
     ucl_lower_bound,
 )
 from ncgeom.theory.closed_forms import MAX_ENUMERATED_NEGATIVES, batch_nc_value, collision_probability, nc_value
-from ncgeom.theory.conditions import POSITIVES, Condition, ConditionReport, TheoremApplicability, check_conditions
+from ncgeom.theory.conditions import Condition, ConditionReport, TheoremApplicability, check_conditions
 from ncgeom.vocabulary import SETTINGS, Setting  # re-exported: the settings the closed forms accept
 
 __all__ = [
@@ -27,7 +27,6 @@ __all__ = [
     "ucl_lower_bound",
     "hucl_lower_bound",
     "instance_positive_bound",
-    "POSITIVES",
     "Condition",
     "TheoremApplicability",
     "ConditionReport",

@@ -11,7 +11,6 @@ Built-in psi and eta are known convex / non-decreasing (proofs: docs/theory.md s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
@@ -22,20 +21,18 @@ from ncgeom.validate import require_choice, require_int, require_real
 from ncgeom.vocabulary import (
     DOMAINS,
     NORMALIZATIONS,
+    POSITIVE_LAWS,
     PSI_NAMES,
     SETTINGS,
     Normalization,
+    PositiveLaw,
     PsiName,
     Setting,
     is_hard,
     is_supervised,
 )
 
-__all__ = ["Condition", "TheoremApplicability", "ConditionReport", "check_conditions", "POSITIVES"]
-
-# How x+ is drawn given the anchor x (only ``label`` is conditionally independent given the class).
-PositivePairs = Literal["label", "instance", "noise"]
-POSITIVES: tuple[PositivePairs, ...] = ("label", "instance", "noise")
+__all__ = ["Condition", "TheoremApplicability", "ConditionReport", "check_conditions"]
 
 
 @dataclass(frozen=True)
@@ -147,7 +144,7 @@ def check_conditions(
     eta: Eta | float | None = None,
     normalization: Normalization,
     prior=None,
-    positives: PositivePairs = "label",
+    positives: PositiveLaw = "label",
     num_negatives: int = 1,
     rng: np.random.Generator | None = None,
 ) -> ConditionReport:
@@ -183,7 +180,7 @@ def check_conditions(
     d = require_int("dim", dim, min_value=1)
     k = require_int("num_negatives", num_negatives, min_value=1)
     normalization = require_choice("normalization", normalization, NORMALIZATIONS)
-    positives = require_choice("positives", positives, POSITIVES)
+    positives = require_choice("positives", positives, POSITIVE_LAWS)
     if not isinstance(psi, Psi):
         psi = make_psi(psi)
     if eta is not None and not isinstance(eta, Eta):

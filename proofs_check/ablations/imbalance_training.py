@@ -26,7 +26,7 @@ ones). Three differences from the population loss, all [derived]:
 - the weighted estimator puts the expectation over negatives inside the log (Jensen: at or above the
   expectation of psi, equal at NC).
 
-:func:`compare` trains runs (``ncgeom.experiments.run``), recomputes both optima by a multi-start L-BFGS over
+:func:`compare` trains runs (``ncgeom.runs.run``), recomputes both optima by a multi-start L-BFGS over
 collapsed configurations (:func:`best_configuration`, float64) and reports the distance of each run's final
 class-mean Gram to each optimum. Evidence: numerical (the searches and the trainings are numerical; the
 objective is checked against ``batch_loss`` on collapsed batches in tests/test_imbalance_training.py).
@@ -165,8 +165,8 @@ def compare(*, epochs: int = 300, seeds: tuple[int, ...] = (0, 1, 2), lr: float 
             grid: dict[str, Any] | None = None, seed: int = 0) -> dict[str, Any]:
     """Train the runs of ``grid`` (default :data:`TRAINED_GRID`) and compare each with the population optimum under
     the data's prior and with the minimizer of its expected batch objective (module docstring); JSON-ready."""
-    from ncgeom.experiments import Config, make_data, run
-    from ncgeom.experiments.train import seed_streams
+    from ncgeom.runs import Config, make_data, run
+    from ncgeom.runs.setup import seed_streams
     from proofs_check.ablations.imbalance import population_value
 
     grid = dict(TRAINED_GRID, **(grid or {}))

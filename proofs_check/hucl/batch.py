@@ -1,6 +1,6 @@
 """Thresholds of what training optimizes: the weighted batch estimator with detached weights, collapsed batches.
 
-Claim-3 training (``ncgeom/experiments/specs/claim3_hucl_beta.toml``) minimizes the weighted HUCL batch loss
+Claim-3 training (``ncgeom/campaigns/specs/claim3_hucl_beta.toml``) minimizes the weighted HUCL batch loss
 (docs/theory.md, section 7; k = 1, tau = 1, ``detach_weights=True``) on class-balanced batches of size B with
 Adam. On collapsed configurations (every sample of class c at v_c) the expected step follows the field
 

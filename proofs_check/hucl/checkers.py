@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from ncgeom.experiments.spec import expand, load_spec
+from ncgeom.campaigns.spec import expand, load_spec
 from ncgeom.geometry import simplex_etf
 from ncgeom.losses import make_psi
 from ncgeom.theory import nc_value

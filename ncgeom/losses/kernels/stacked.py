@@ -1,4 +1,4 @@
-"""The weighted batch estimator on a stack of R independent batches (docs/theory.md, section 7).
+"""The weighted batch estimator on a stack of R independent batches (docs/theory.md, section 7): the stacked kernel.
 
 For run r with embeddings z^r [B, d], labels y^r [B], S^r = z^r (z^r)^T, tilt b_r, temperature tau_r and
 alpha_r = b_r + 1/tau_r, the loss of run r is the mean over its pairs (i, j), j in P(i), of
@@ -380,10 +380,15 @@ class _StackedWeighted(torch.autograd.Function):
         return dz * grad_output[:, None, None], None, None, None, None, None, None, None
 
 
-def stacked_weighted(z: torch.Tensor, labels: torch.Tensor, *, supervised: torch.Tensor, b: torch.Tensor,
-                     tau: torch.Tensor, k: int | None, detach_weights: bool = True,
+def stacked_weighted(z: torch.Tensor, labels: torch.Tensor, *, supervised: torch.Tensor, beta: torch.Tensor,
+                     tau: torch.Tensor, num_negatives: int | None, detach_weights: bool = True,
                      band_width: int | None = None) -> torch.Tensor:
     """Per-run mean weighted-estimator losses [R] of a stack of batches (module docstring).
+
+    The stacked form of :func:`ncgeom.losses.batch_loss` (``estimator="weighted"``, ``convention="theory"``,
+    ``reduction="mean"``): run r's value is ``batch_loss(z[r], labels[r], setting_r, beta=beta[r], tau=tau[r],
+    num_negatives=num_negatives)`` with the setting's effective hardness, to a few B eps (another kernel:
+    docs/theory.md, section 7, "Backends and numerics").
 
     Parameters
     ----------
@@ -393,10 +398,11 @@ def stacked_weighted(z: torch.Tensor, labels: torch.Tensor, *, supervised: torch
         Each run's labels (class labels, or instance ids for noise positives).
     supervised : Tensor [R] (bool)
         N(i) = other classes (SCL, HSCL) or all m != i (UCL, HUCL).
-    b, tau : Tensor [R] (float64)
-        Effective tilt b >= 0 (:func:`ncgeom.vocabulary.effective_beta`) and temperature tau > 0 of each run.
-    k : int or None
-        Number of negatives (None: k = |N(i)|, "batch").
+    beta, tau : Tensor [R] (float64)
+        Effective hardness b >= 0 (:func:`ncgeom.vocabulary.effective_beta`: 0 for SCL, UCL) and temperature
+        tau > 0 of each run.
+    num_negatives : int or None
+        Number of negatives k (None: k = |N(i)|, batch_loss's "batch").
     detach_weights : bool
         No gradient through the tilt weights (the authors' code).
     band_width : int or None
@@ -412,4 +418,4 @@ def stacked_weighted(z: torch.Tensor, labels: torch.Tensor, *, supervised: torch
     """
     if z.ndim != 3 or labels.shape != z.shape[:2]:
         raise ValueError(f"z must be [R, B, d] and labels [R, B], got {tuple(z.shape)} and {tuple(labels.shape)}")
-    return _StackedWeighted.apply(z, labels, supervised, b, tau, k, detach_weights, band_width)
+    return _StackedWeighted.apply(z, labels, supervised, beta, tau, num_negatives, detach_weights, band_width)

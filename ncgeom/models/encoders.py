@@ -1,13 +1,11 @@
-"""Encoders: unconstrained features, linear and MLP, with a normalization layer.
+"""The encoders of vector data: unconstrained features, linear and MLP, each ending in a normalization layer.
 
 - :class:`UnconstrainedFeatures`: one free vector per training sample (the "unconstrained features" /
   layer-peeled model of the neural-collapse literature, e.g. mixon2022neural, fang2021exploring); its
   forward takes sample indices, not inputs.
 - :class:`LinearEncoder`, :class:`MLPEncoder`: maps inputs [N, D] to [N, d].
-- :class:`Normalize`: ``none`` / ``ball`` (z / max(1, ||z||)) / ``sphere`` (z / ||z||), docs/theory.md
-  section 1, via :func:`ncgeom.geometry.normalize`; every encoder ends with one.
-- :func:`build_model` also builds the ResNet encoders of :mod:`ncgeom.resnet` (``RESNET_KINDS``, for the
-  image data sets of docs/images.md).
+
+Every encoder ends with :class:`ncgeom.models.normalize.Normalize` (docs/theory.md, section 1).
 
 Initialization never touches torch's global RNG: weights are created uninitialized and filled from an
 explicit ``torch.Generator`` (random) or ``numpy.random.Generator`` (near-NC ETF).
@@ -16,43 +14,21 @@ explicit ``torch.Generator`` (random) or ``numpy.random.Generator`` (near-NC ETF
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import numpy as np
 import torch
 from torch import nn
 
-from ncgeom.geometry import normalize, simplex_etf
-from ncgeom.validate import require_choice, require_int, require_real
-from ncgeom.vocabulary import MODEL_KINDS, NORMALIZATIONS, RESNET_KINDS, ModelKind, Normalization, ResNetKind
+from ncgeom.geometry import simplex_etf
+from ncgeom.models.normalize import Normalize
+from ncgeom.validate import require_int, require_real
+from ncgeom.vocabulary import Normalization
 
-__all__ = [
-    "Normalize",
-    "UnconstrainedFeatures",
-    "LinearEncoder",
-    "MLPEncoder",
-    "build_model",
-]
-
-_Init = Literal["random", "near_nc"]
-_INITS: tuple[_Init, ...] = ("random", "near_nc")
+__all__ = ["UnconstrainedFeatures", "LinearEncoder", "MLPEncoder", "check_generator"]
 
 
-class Normalize(nn.Module):
-    """Feature normalization as a layer: ``none``, ``ball`` or ``sphere`` (docs/theory.md section 1)."""
-
-    def __init__(self, mode: Normalization = "sphere"):
-        super().__init__()
-        self.mode = require_choice("norm", mode, NORMALIZATIONS)
-
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return normalize(z, self.mode)
-
-    def extra_repr(self) -> str:
-        return f"mode={self.mode!r}"
-
-
-def _check_generator(generator) -> torch.Generator:
+def check_generator(generator) -> torch.Generator:
+    """``generator`` if it is a torch.Generator, else ValueError (weights are drawn from an explicit generator)."""
     if not isinstance(generator, torch.Generator):
         raise ValueError("generator must be a torch.Generator")
     return generator
@@ -92,7 +68,7 @@ class UnconstrainedFeatures(nn.Module):
         n = require_int("num_samples", num_samples, min_value=1)
         d = require_int("dim", dim, min_value=1)
         scale = require_real("init_scale", scale, min_value=0.0, min_inclusive=False)
-        w = torch.randn((n, d), generator=_check_generator(generator), dtype=dtype) * (scale / math.sqrt(d))
+        w = torch.randn((n, d), generator=check_generator(generator), dtype=dtype) * (scale / math.sqrt(d))
         return cls(w, norm=norm)
 
     @classmethod
@@ -122,7 +98,7 @@ class LinearEncoder(nn.Module):
                  dtype=torch.float32):
         super().__init__()
         self.linear = _linear(require_int("input_dim", input_dim, min_value=1), require_int("dim", dim, min_value=1),
-                              generator=_check_generator(generator), dtype=dtype)
+                              generator=check_generator(generator), dtype=dtype)
         self.norm = Normalize(norm)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -141,7 +117,7 @@ class MLPEncoder(nn.Module):
         d = require_int("dim", dim, min_value=1)
         h = require_int("hidden_dim", hidden_dim, min_value=1)
         depth = require_int("depth", depth, min_value=1)
-        _check_generator(generator)
+        check_generator(generator)
         widths = [din] + [h] * (depth - 1) + [d]
         layers: list[nn.Module] = []
         for i in range(depth):
@@ -153,36 +129,3 @@ class MLPEncoder(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.norm(self.net(x))
-
-
-def build_model(kind: ModelKind | ResNetKind, *, dim: int, norm: Normalization = "sphere", num_samples: int | None = None,
-                input_dim: int | None = None, labels=None, hidden_dim: int = 128, depth: int = 2,
-                init: _Init = "random", init_scale: float = 1.0, init_noise: float = 0.1,
-                generator: torch.Generator, rng: np.random.Generator | None = None,
-                dtype=torch.float32) -> nn.Module:
-    """Build an encoder by name. ``init='near_nc'`` (unconstrained only) needs ``labels`` and ``rng``.
-
-    ``kind`` in ``RESNET_KINDS``: :class:`ncgeom.resnet.ResNetEncoder` (the authors' MLP head) of ``dim``
-    outputs, drawn from ``generator``; ``num_samples``, ``input_dim``, ``hidden_dim``, ``depth`` and the
-    init options do not apply to it.
-    """
-    kind = require_choice("model", kind, MODEL_KINDS + RESNET_KINDS)
-    init = require_choice("init", init, _INITS)
-    if init == "near_nc" and kind != "unconstrained":
-        raise ValueError("init='near_nc' is defined for model='unconstrained' only")
-    if kind in RESNET_KINDS:
-        # ncgeom.resnet imports Normalize from this module: importing it at the top would be a cycle
-        from ncgeom.resnet import ResNetEncoder
-
-        return ResNetEncoder(kind=kind, dim=dim, norm=norm, generator=generator, dtype=dtype)
-    if kind == "unconstrained":
-        if init == "near_nc":
-            if labels is None or not isinstance(rng, np.random.Generator):
-                raise ValueError("init='near_nc' needs labels and rng (numpy.random.Generator)")
-            return UnconstrainedFeatures.near_nc(labels, dim, noise=init_noise, norm=norm, rng=rng, dtype=dtype)
-        n = require_int("num_samples", num_samples, min_value=1)  # None (the default) is rejected here
-        return UnconstrainedFeatures.random(n, dim, scale=init_scale, norm=norm, generator=generator, dtype=dtype)
-    din = require_int("input_dim", input_dim, min_value=1)  # None (the default) is rejected here
-    if kind == "linear":
-        return LinearEncoder(din, dim, norm=norm, generator=generator, dtype=dtype)
-    return MLPEncoder(din, dim, hidden_dim=hidden_dim, depth=depth, norm=norm, generator=generator, dtype=dtype)

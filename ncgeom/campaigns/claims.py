@@ -1,7 +1,7 @@
 """The claims of docs/theory.md, section 9: each a shipped sweep spec plus an evaluation into verdict rows.
 
-Each :class:`Claim` names its spec (``ncgeom/experiments/specs/<spec>.toml``, scales tiny/quick/full)
-and an evaluation (:mod:`ncgeom.experiments.evaluations`, where the NC and DC thresholds and the verdict
+Each :class:`Claim` names its spec (``ncgeom/campaigns/specs/<spec>.toml``, scales tiny/quick/full)
+and an evaluation (:mod:`ncgeom.campaigns.evaluations`, where the NC and DC thresholds and the verdict
 rules are stated) that turns the finished runs' summaries into :class:`ClaimRecord` rows: each row decides
 on the mean over seeds of its grid point, with a 95 % interval (``n_seeds``, ``interval``,
 ``interval_method``; docs/theory.md, section 9, "Verdict rules"). A claim may be tested on a second setup
@@ -14,7 +14,6 @@ sweeps of several claims on one executor and writes one :class:`ClaimResult` fil
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -25,19 +24,13 @@ from typing import Any
 from tqdm import tqdm
 
 from ncgeom.atomic_io import atomic_write_json, read_json
-from ncgeom.experiments.evaluations import EVALUATIONS, ClaimRecord
-from ncgeom.experiments.records import RunSummary, load_runs
-from ncgeom.experiments.spec import SweepSpec, load_spec
-from ncgeom.experiments.sweep import (
-    RunRecord,
-    SweepResult,
-    check_devices,
-    count_finished,
-    make_executor,
-    run_sweep,
-    sweep_configs,
-)
+from ncgeom.campaigns.evaluations import EVALUATIONS, ClaimRecord
+from ncgeom.campaigns.executors import make_executor
+from ncgeom.campaigns.plan import check_devices, sweep_configs
+from ncgeom.campaigns.spec import SweepSpec, load_spec
+from ncgeom.campaigns.sweep import RunRecord, SweepResult, count_finished, run_sweep
 from ncgeom.locking import folder_lock
+from ncgeom.runs.records import RunSummary, load_runs
 from ncgeom.validate import require_choice
 from ncgeom.vocabulary import DEFAULT_ENGINE, SCALES, Engine, Verdict
 
@@ -49,21 +42,21 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Claim:
-    """A claim of docs/theory.md, section 9: statement, name of its shipped spec, evaluation."""
+    """A claim of docs/theory.md, section 9: its id, statement, the name of its shipped spec, and its rule.
+
+    ``rule(claim_id, summaries)`` turns a sweep's run summaries into verdict rows labelled ``claim_id``
+    (:mod:`ncgeom.campaigns.evaluations`); a claim tested on a second setup (claim 5 on digits and on a CPU-sized
+    setup, the paper presets) has its own id and the same rule.
+    """
 
     id: str
     statement: str
     spec: str
-    evaluate: Callable[[list[RunSummary]], list[ClaimRecord]] = field(repr=False)
+    rule: Callable[[str, list[RunSummary]], list[ClaimRecord]] = field(repr=False)
 
-
-def _as_claim(claim_id: str, evaluate: Callable[[list[RunSummary]], list[ClaimRecord]]
-              ) -> Callable[[list[RunSummary]], list[ClaimRecord]]:
-    """``evaluate`` with its rows labelled ``claim_id``: a second setup of a claim of docs/theory.md, section 9
-    (claim 5 on digits and on a CPU-sized setup) decides by the same rule, and its rows say which setup."""
-    def relabelled(summaries: list[RunSummary]) -> list[ClaimRecord]:
-        return [dataclasses.replace(r, claim=claim_id) for r in evaluate(summaries)]
-    return relabelled
+    def evaluate(self, summaries: list[RunSummary]) -> list[ClaimRecord]:
+        """The verdict rows of this claim on ``summaries`` (:attr:`rule` with this claim's id)."""
+        return self.rule(self.id, summaries)
 
 
 CLAIMS: dict[str, Claim] = {c.id: c for c in (
@@ -77,7 +70,7 @@ CLAIMS: dict[str, Claim] = {c.id: c for c in (
           "claim5_digits_hardness", EVALUATIONS["5"]),
     Claim("5cpu", "Claim 5 on a CPU-sized setup where accuracy is not saturated: beta 5, 10 improve NCC accuracy by "
           "> 40 points vs SCL/UCL (Gaussian mixture, C = 100, d = 99, MLP, ball, tau=1).",
-          "claim5_cpu_mixture", _as_claim("5cpu", EVALUATIONS["5"])),
+          "claim5_cpu_mixture", EVALUATIONS["5"]),
     Claim("6", "Supervised: more hardness, closer to NC. Unsupervised: an optimal beta (~5); higher beta, worse NC and more DC.",
           "claim6_hardness_nc", EVALUATIONS["6"]),
     Claim("7", "From a near-NC init SCL/HSCL stay at NC; HUCL with beta in {10, 30} drifts away with DC.",
@@ -93,11 +86,11 @@ CLAIMS: dict[str, Claim] = {c.id: c for c in (
 PRESETS: dict[str, Claim] = {c.id: c for c in (
     Claim("5-cifar100", "Claim 5 with the authors' settings on CIFAR-100 (ResNet-50, d = 99, ball, tau = 1, no augmentation, "
           "401 epochs): beta 5, 10 improve NCC accuracy by > 40 points vs SCL/UCL.",
-          "paper_cifar100_claim5", _as_claim("5-cifar100", EVALUATIONS["5"])),
+          "paper_cifar100_claim5", EVALUATIONS["5"]),
     Claim("6-cifar100", "Claim 6 with the authors' settings on CIFAR-100: supervised, more hardness closer to NC; "
-          "unsupervised, an optimal beta (~5).", "paper_cifar100_claim6", _as_claim("6-cifar100", EVALUATIONS["6"])),
+          "unsupervised, an optimal beta (~5).", "paper_cifar100_claim6", EVALUATIONS["6"]),
     Claim("8-cifar100", "Claim 8 with the authors' settings on CIFAR-100: NC for batch sizes 64..512; batch 32 hinders it.",
-          "paper_cifar100_claim8", _as_claim("8-cifar100", EVALUATIONS["8"])),
+          "paper_cifar100_claim8", EVALUATIONS["8"]),
 )}
 
 #: Every claim with a shipped spec: the reproduction's and the presets'.
@@ -216,18 +209,18 @@ def run_claims(
     Each claim's sweep goes into ``out_dir/sweeps/<spec>/`` (finished runs are skipped, so an
     interrupted call resumes) and its :class:`ClaimResult` into ``out_dir/claims/<id>.json``. A claim
     whose file is complete is skipped unless ``force``. All runs of all claims share one executor
-    (``executor``, or :func:`~ncgeom.experiments.executors.make_executor` of ``workers`` / ``scheduler``),
+    (``executor``, or :func:`~ncgeom.campaigns.executors.make_executor` of ``workers`` / ``scheduler``),
     each claim's sweep fed from its own thread, so the workers stay busy across claims. ``engine``
-    (batched or sequential) is each sweep's (:func:`~ncgeom.experiments.sweep.run_sweep`): batched, a
+    (stacked or sequential) is each sweep's (:func:`~ncgeom.campaigns.sweep.run_sweep`): stacked, a
     claim's runs go to the workers as stacks. ``progress`` shows one tqdm bar on stderr over all runs
     (runs done / total, with an ETA; a stack of R runs advances it by R when it ends).
 
     ``out_dir`` is locked for the whole call (:mod:`ncgeom.locking`; re-entrant, so a reproduction that
     holds it can call this), and each sweep folder by its own sweep; ``wait`` seconds are spent waiting
     for another writer of either before :class:`~ncgeom.locking.LockedError` (0: refuse at once).
-    Finished runs whose files are damaged are rerun (:func:`~ncgeom.experiments.sweep.run_sweep`), each
+    Finished runs whose files are damaged are rerun (:func:`~ncgeom.campaigns.sweep.run_sweep`), each
     logged with the reason. ``device`` ("cpu", "cuda", "cuda:N"), when given, replaces every run's device
-    (:func:`~ncgeom.experiments.sweep.sweep_configs`); one that does not exist here is refused before any run.
+    (:func:`~ncgeom.campaigns.plan.sweep_configs`); one that does not exist here is refused before any run.
 
     Returns the ClaimResult of every requested claim, in claim order.
     """

@@ -1,6 +1,6 @@
 """The one executor builder of ncgeom: where runs get their parallelism.
 
-:func:`make_executor` (used by ``ncgeom sweep``, :func:`ncgeom.experiments.claims.run_claims` and
+:func:`make_executor` (used by ``ncgeom sweep``, :func:`ncgeom.campaigns.claims.run_claims` and
 ``ncgeom reproduce``) gives none (runs in this process), a process pool (spawn start method, one CPU
 thread per worker) or a Dask cluster. Pool workers die with the process that started them, whatever ends
 it (even SIGKILL): on Linux the kernel sends them SIGKILL (``PR_SET_PDEATHSIG``), and everywhere a

@@ -1,8 +1,8 @@
 """The in-memory outcome of a training run: a frozen :class:`Result`.
 
-Its file form is the run directory (:mod:`ncgeom.experiments.records`): :meth:`Result.summary_record`
-is the :class:`~ncgeom.experiments.records.RunSummary` written as summary.json, and ``history`` holds the
-:class:`~ncgeom.experiments.records.EpochRecord` lines of history.jsonl.
+Its file form is the run directory (:mod:`ncgeom.runs.records`): :meth:`Result.summary_record`
+is the :class:`~ncgeom.runs.records.RunSummary` written as summary.json, and ``history`` holds the
+:class:`~ncgeom.runs.records.EpochRecord` lines of history.jsonl.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from ncgeom.experiments.config import Config
-from ncgeom.experiments.records import EpochRecord, RunStatus, RunSummary
+from ncgeom.runs.config import Config
+from ncgeom.runs.records import EpochRecord, RunSummary
+from ncgeom.vocabulary import RunStatus
 
 __all__ = ["Result"]
 

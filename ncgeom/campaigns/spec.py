@@ -22,7 +22,7 @@ Format::
     epochs = 500
     seeds = [0, 1, 2, 3, 4]
 
-The claim specs ship inside the package (``ncgeom/experiments/specs/<name>.toml``, read with
+The claim specs ship inside the package (``ncgeom/campaigns/specs/<name>.toml``, read with
 importlib.resources): :func:`spec_names` lists them and :func:`load_spec` takes a shipped name or a path.
 """
 
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ncgeom.experiments.config import (
+from ncgeom.runs.config import (
     COUPLED_FIELDS,
     Config,
     config_fields,
@@ -52,7 +52,7 @@ from ncgeom.vocabulary import SCALES
 __all__ = ["SweepSpec", "spec_names", "load_spec", "spec_from_dict", "expand", "run_name", "grid_size",
            "MAX_GRID_RUNS", "MAX_SPEC_BYTES"]
 
-_SPEC_PACKAGE, _SPEC_FOLDER = "ncgeom.experiments", "specs"
+_SPEC_PACKAGE, _SPEC_FOLDER = "ncgeom.campaigns", "specs"
 _FIELD_NAMES = frozenset(f.name for f in config_fields())
 
 #: Most runs a spec may have at one scale (before deduplication): a larger grid is refused from the product
@@ -173,7 +173,7 @@ def spec_from_dict(raw: dict[str, Any], *, path: str | None = None, shipped: boo
         if count > MAX_GRID_RUNS:
             sizes = " + ".join(" x ".join(str(len(v)) for v in g.values()) or "1" for g in spec.grids_at(scale))
             raise ValueError(f"{where}: scale {scale}: the grid has {count} runs ({sizes}), above the limit of "
-                             f"{MAX_GRID_RUNS} (ncgeom.experiments.spec.MAX_GRID_RUNS); split it into several specs")
+                             f"{MAX_GRID_RUNS} (ncgeom.campaigns.spec.MAX_GRID_RUNS); split it into several specs")
     for scale in SCALES:
         _validate_scale(spec, scale)  # every config is valid, before anything runs
     return spec

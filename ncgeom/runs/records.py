@@ -2,7 +2,7 @@
 
 A run directory (docs/experiments.md) holds:
 
-- ``config.json``: the :class:`~ncgeom.experiments.config.Config` fields plus ``"provenance"`` (git commit,
+- ``config.json``: the :class:`~ncgeom.runs.config.Config` fields plus ``"provenance"`` (git commit,
   package versions, time): :func:`save_config` / :func:`load_config`;
 - ``history.jsonl``: one :class:`EpochRecord` per line, the theory metrics nested under ``"metrics"``
   (null on epochs skipped by ``metrics_every``): :class:`HistoryWriter` (the whole file rewritten by
@@ -10,7 +10,11 @@ A run directory (docs/experiments.md) holds:
 - ``summary.json``: one :class:`RunSummary`, written last (atomically), so its presence marks a
   finished run. Its ``final`` and ``initial`` are :class:`EpochRecord` objects too (the same shape as a
   history line: metrics nested under ``"metrics"``);
-- ``embeddings.npz``: the final training embeddings ``z`` [N, d] and labels ``labels`` [N].
+- ``embeddings.npz``: the final training embeddings ``z`` [N, d] and labels ``labels`` [N]
+  (:mod:`ncgeom.runs.embeddings`);
+- ``checkpoint.pt`` (image runs): :mod:`ncgeom.runs.checkpoint`.
+
+A running run writes them through :class:`ncgeom.runs.folder.RunFolder`, the one writer of a run directory.
 
 :func:`load_run` reads the whole directory into a frozen :class:`SavedRun` (figures and the report use
 it). Every ``from_dict`` rejects a missing or unknown key, naming it: a file of another shape is an
@@ -28,16 +32,15 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 from ncgeom.atomic_io import atomic_write_json, atomic_write_text, dumps_json, jsonable, read_json
-from ncgeom.experiments.config import Config, config_from_dict
 from ncgeom.metrics.record import METRIC_NAMES
+from ncgeom.runs.config import Config, config_from_dict
 from ncgeom.validate import require_keys
+from ncgeom.vocabulary import RUN_STATUSES, RunStatus
 
 __all__ = [
-    "RunStatus",
-    "RUN_STATUSES",
     "EpochRecord",
     "RunSummary",
     "SavedRun",
@@ -53,8 +56,6 @@ __all__ = [
     "SUMMARY_FILE",
 ]
 
-RunStatus = Literal["completed", "diverged"]
-RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 CONFIG_FILE, HISTORY_FILE, SUMMARY_FILE = "config.json", "history.jsonl", "summary.json"
 
 
@@ -140,6 +141,20 @@ class RunSummary:
     def gap(self) -> float | None:
         """final loss - nc_value."""
         return self.final.gap
+
+    @property
+    def rel_gap(self) -> float | None:
+        """(final loss - nc_value) / |nc_value| (docs/theory.md, section 9: the NC rule's gap), None without a loss
+        or with nc_value 0."""
+        loss = self.final.loss
+        return None if loss is None or not self.nc_value else (loss - self.nc_value) / abs(self.nc_value)
+
+    @property
+    def spectrum_min(self) -> float | None:
+        """The smallest value of the final normalized class-mean spectrum (the DC rule's quantity, docs/theory.md,
+        section 8), None when it was not computed."""
+        values = [v for v in (self.final.value("spectrum") or []) if v is not None]
+        return min(values) if values else None
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}

@@ -17,7 +17,7 @@ own NC value (``rel_gap`` interval above ``NC_REL_GAP``) "did not converge" (inc
 control rows are context (verdict None) and do not enter the overall verdict.
 
 Verdicts: :class:`ncgeom.vocabulary.Verdict`. Each ``_eval_claimN`` takes the
-:class:`~ncgeom.experiments.records.RunSummary` list of a claim's sweep (each with its ``config``).
+:class:`~ncgeom.runs.records.RunSummary` list of a claim's sweep (each with its ``config``).
 """
 
 from __future__ import annotations
@@ -335,37 +335,37 @@ def _curve(runs_by_beta: Mapping[float, list], get: Callable) -> str:
 
 # --- the claims ------------------------------------------------------------------------------------
 
-def _eval_claim1(summaries):
-    rows = [_nc_row("1", _name(p[0], "setting", "beta", "norm"), p, expect_nc=True) for p in _points(summaries)]
-    return rows + [_overall("1", "SCL/HSCL reach NC for every beta (sphere and ball)", rows)]
+def _eval_claim1(claim: str, summaries):
+    rows = [_nc_row(claim, _name(p[0], "setting", "beta", "norm"), p, expect_nc=True) for p in _points(summaries)]
+    return rows + [_overall(claim, "SCL/HSCL reach NC for every beta (sphere and ball)", rows)]
 
 
-def _eval_claim2(summaries):
+def _eval_claim2(claim: str, summaries):
     rows = []
     for p in _points(summaries):
         label = _cfg(p[0]).positives == "label"
         what = "label positives" if label else f"noise positives, sigma_p={_cfg(p[0]).noise_scale:g}"
-        rows.append(_nc_row("2", f"UCL, {what}", p, expect_nc=label))
-    return rows + [_overall("2", "UCL: NC with label positives only", rows)]
+        rows.append(_nc_row(claim, f"UCL, {what}", p, expect_nc=label))
+    return rows + [_overall(claim, "UCL: NC with label positives only", rows)]
 
 
-def _eval_claim3(summaries):
+def _eval_claim3(claim: str, summaries):
     points = sorted(_points(summaries), key=lambda p: effective_beta(_cfg(p[0]).setting, _cfg(p[0]).beta))
     rows = []
     for p in points:
         if effective_beta(_cfg(p[0]).setting, _cfg(p[0]).beta) == 0:  # UCL: NC is its optimum (Theorem 3)
-            rows.append(_row("3", _name(p[0], "setting", "beta") + " (baseline)", _NC_METRIC,
+            rows.append(_row(claim, _name(p[0], "setting", "beta") + " (baseline)", _NC_METRIC,
                              "context: beta = 0 is UCL, at NC", None, _nc_est(p), len(p),
                              shown={"spec_min": _est(p, _spec_min).mean}))
         else:
-            rows.append(_nc_row("3", _name(p[0], "setting", "beta"), p, expect_nc=False))
+            rows.append(_nc_row(claim, _name(p[0], "setting", "beta"), p, expect_nc=False))
     ok = [s for p in points for s in p]
     if ok:
-        rows.append(_trend_row("3", "HUCL, beta grid", ok, "> 0 (deviation grows)", lambda rho: _above(rho, 0.0)))
-    return rows + [_overall("3", "HUCL does not reach NC; deviation grows with beta", rows)]
+        rows.append(_trend_row(claim, "HUCL, beta grid", ok, "> 0 (deviation grows)", lambda rho: _above(rho, 0.0)))
+    return rows + [_overall(claim, "HUCL does not reach NC; deviation grows with beta", rows)]
 
 
-def _eval_claim4(summaries):
+def _eval_claim4(claim: str, summaries):
     rows = []
     for p in _points(summaries):
         c = _cfg(p[0])
@@ -374,15 +374,15 @@ def _eval_claim4(summaries):
         shown = {"etf_distance": _est(p, "etf_distance").mean, "norm_growth": growth}
         setting = _name(p[0], "model", "setting", "beta", "norm")
         if c.norm == "none":
-            rows.append(_row("4", setting, "spectrum min (mean norm shown)", f"DC: spec_min < {DC_SPECTRUM:g}",
+            rows.append(_row(claim, setting, "spectrum min (mean norm shown)", f"DC: spec_min < {DC_SPECTRUM:g}",
                              _below(est["spec_min"], DC_SPECTRUM), est, len(p), shown=shown))
         else:
-            rows.append(_row("4", setting + " (control)", "spectrum min", "context: normalized, no DC expected",
+            rows.append(_row(claim, setting + " (control)", "spectrum min", "context: normalized, no DC expected",
                              None, est, len(p), shown=shown))
-    return rows + [_overall("4", "no normalization -> DC, with or without hard negatives", rows)]
+    return rows + [_overall(claim, "no normalization -> DC, with or without hard negatives", rows)]
 
 
-def _eval_claim5(summaries):
+def _eval_claim5(claim: str, summaries):
     groups: dict[tuple[str, float], list] = {}  # (setting, applied beta) -> runs over seeds
     for s in _ok(summaries):
         groups.setdefault((_cfg(s).setting, effective_beta(_cfg(s).setting, _cfg(s).beta)), []).append(s)
@@ -390,25 +390,25 @@ def _eval_claim5(summaries):
     rows = []
     for (setting, beta), runs in sorted(groups.items()):
         if not is_hard(setting):
-            rows.append(_row("5", f"{setting} (baseline)", "test_ncc_accuracy", "context", None,
+            rows.append(_row(claim, f"{setting} (baseline)", "test_ncc_accuracy", "context", None,
                              {"test_ncc_accuracy": _est(runs, acc)}, len(runs)))
             continue
         base = groups.get((plain_setting(setting), 0.0), [])
         gain = _paired(runs, base, acc)  # HSCL vs SCL, HUCL vs UCL (the paper's comparison), seed by seed
-        rows.append(_row("5", f"{setting}, beta={beta:g}", f"test_ncc_accuracy - {plain_setting(setting)}'s",
+        rows.append(_row(claim, f"{setting}, beta={beta:g}", f"test_ncc_accuracy - {plain_setting(setting)}'s",
                          ">= +0.40", _above(gain, 0.40), {"accuracy_gain": gain}, gain.n,
                          () if base else (f"no {plain_setting(setting)} baseline",),
                          {"test_ncc_accuracy": _est(runs, acc).mean}))
-    return rows + [_overall("5", "moderate hardness improves NCC accuracy by > 40 points", rows)]
+    return rows + [_overall(claim, "moderate hardness improves NCC accuracy by > 40 points", rows)]
 
 
-def _eval_claim6(summaries):
+def _eval_claim6(claim: str, summaries):
     ok = [s for s in _ok(summaries) if np.isfinite(_final(s, "etf_distance"))]
     etf = lambda s: _final(s, "etf_distance")  # noqa: E731
     rows = []
     sup = [s for s in ok if is_supervised(_cfg(s).setting)]
     if sup:
-        rows.append(_trend_row("6", "supervised (HSCL), fixed budget", sup, "< 0 (more hardness, closer to NC)",
+        rows.append(_trend_row(claim, "supervised (HSCL), fixed budget", sup, "< 0 (more hardness, closer to NC)",
                                lambda rho: _below(rho, 0.0)))
     uns = _by_beta([s for s in ok if not is_supervised(_cfg(s).setting)])
     if uns:
@@ -420,36 +420,36 @@ def _eval_claim6(summaries):
                f"spec_min(beta*) - spec_min(beta={hi:g})": _paired(uns[best], uns[hi], _spec_min)}
         parts = [_above(e, 0.0) for e in est.values()]  # interior optimum; worse NC and more DC above it
         parts.append(Verdict.HOLDS if 2.0 <= best <= 10.0 else Verdict.DOES_NOT_HOLD)
-        rows.append(_row("6", "unsupervised (HUCL), fixed budget", "etf and spec_min against the best beta*",
+        rows.append(_row(claim, "unsupervised (HUCL), fixed budget", "etf and spec_min against the best beta*",
                          "interior optimum beta* in [2, 10]; worse NC and more DC above it",
                          combine_verdicts(parts), est, min(e.n for e in est.values()),
                          (f"beta*={best:g} (argmin of the mean etf)", "etf by beta: " + _curve(uns, etf),
                           "spec_min by beta: " + _curve(uns, _spec_min))))
-    return rows + [_overall("6", "supervised: hardness -> NC; unsupervised: optimal beta ~5", rows)]
+    return rows + [_overall(claim, "supervised: hardness -> NC; unsupervised: optimal beta ~5", rows)]
 
 
-def _eval_claim7(summaries):
+def _eval_claim7(claim: str, summaries):
     rows = []
     for p in sorted(_points(summaries), key=lambda p: (_cfg(p[0]).setting, _cfg(p[0]).beta)):
         shown = {"initial_etf": _est(p, lambda s: float(s.initial.value("etf_distance") or np.nan)).mean}
         if is_supervised(_cfg(p[0]).setting):
             est = {"etf_distance": _est(p, "etf_distance")}
-            rows.append(_row("7", _name(p[0], "setting", "beta"), "final etf_distance", f"stays at NC: < {NC_ETF}",
+            rows.append(_row(claim, _name(p[0], "setting", "beta"), "final etf_distance", f"stays at NC: < {NC_ETF}",
                              _below(est["etf_distance"], NC_ETF), est, len(p), shown=shown))
         else:
             est = {"etf_rise": _est(p, _etf_rise), "spec_min": _est(p, _spec_min)}
             verdict = combine_verdicts([_above(est["etf_rise"], NC_ETF), _below(est["spec_min"], DC_SPECTRUM)])
-            rows.append(_row("7", _name(p[0], "setting", "beta"), "etf_distance final - initial, spectrum min",
+            rows.append(_row(claim, _name(p[0], "setting", "beta"), "etf_distance final - initial, spectrum min",
                              f"drifts (rise > {NC_ETF}) with DC (spec_min < {DC_SPECTRUM:g})", verdict, est, len(p),
                              shown=shown))
-    return rows + [_overall("7", "near-NC init: SCL/HSCL stay, HUCL beta 10/30 drifts with DC", rows)]
+    return rows + [_overall(claim, "near-NC init: SCL/HSCL stay, HUCL beta 10/30 drifts with DC", rows)]
 
 
-def _eval_claim8(summaries):
-    rows = [_nc_row("8", f"C={_cfg(p[0]).classes}, batch_size={_cfg(p[0]).batch_size}", p,
+def _eval_claim8(claim: str, summaries):
+    rows = [_nc_row(claim, f"C={_cfg(p[0]).classes}, batch_size={_cfg(p[0]).batch_size}", p,
                     expect_nc=_cfg(p[0]).batch_size >= 64)
             for p in sorted(_points(summaries), key=lambda p: (_cfg(p[0]).classes, _cfg(p[0]).batch_size))]
-    return rows + [_overall("8", "NC for batch 64..512; batch 32 hinders it for large C", rows)]
+    return rows + [_overall(claim, "NC for batch 64..512; batch 32 hinders it for large C", rows)]
 
 
 EVALUATIONS = {

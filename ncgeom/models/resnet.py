@@ -39,7 +39,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from ncgeom.models import Normalize
+from ncgeom.models.normalize import Normalize
 from ncgeom.validate import require_choice, require_int
 from ncgeom.vocabulary import RESNET_KINDS, Normalization, ResNetKind
 

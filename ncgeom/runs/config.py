@@ -7,7 +7,7 @@ string for an integer, a list for a number, a bool for an integer), then its ran
 combinations. Validation itself never allocates anything large: the structural limits
 MAX_CLASSES and MAX_TRAIN_SAMPLES bound C and N whatever the machine. The memory a run would need is
 checked against the budget in force ($NCGEOM_MAX_MEMORY or ``--max-memory``) where a run is about to
-start (:func:`ncgeom.experiments.train.run`, :func:`ncgeom.experiments.sweep.run_sweep`: every config of
+start (:func:`ncgeom.runs.run`, :func:`ncgeom.campaigns.sweep.run_sweep`: every config of
 a sweep before its first run), not here: a saved config made under a larger budget must still load.
 A field's own checks are cached by (name, type, value), so a sweep of 10^5 configs validates each
 distinct value once.
@@ -23,17 +23,21 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ncgeom.data import class_prior, digits_class_sizes, digits_train_size, split_counts
+from ncgeom.ranges import require_beta, require_margin, require_tau
 from ncgeom.validate import require_choice, require_int, require_real
 from ncgeom.vocabulary import (
     BACKENDS,
     BATCHINGS,
     CONVENTIONS,
     DATASETS,
+    DTYPES,
     ESTIMATORS,
     IMAGE_DATASETS,
+    INITS,
     MODEL_KINDS,
     NORMALIZATIONS,
-    POSITIVES,
+    POSITIVES_KINDS,
+    PRECISIONS,
     PSI_NAMES,
     RESNET_KINDS,
     SETTINGS,
@@ -41,11 +45,14 @@ from ncgeom.vocabulary import (
     Batching,
     Convention,
     Dataset,
+    DType,
     Estimator,
     ImageDataset,
+    Init,
     ModelKind,
     Normalization,
     PositivesKind,
+    Precision,
     PsiName,
     ResNetKind,
     Setting,
@@ -73,10 +80,6 @@ IMAGE_FIELDS: tuple[str, ...] = ("data_dir", "workers", "precision", "checkpoint
 #: The class count of each image data set whose count is fixed (ImageFolder: the sub-folders of train/).
 IMAGE_CLASS_COUNTS: dict[str, int] = {"cifar10": 10, "cifar100": 100, "stl10": 10}
 
-INITS: tuple[str, ...] = ("random", "near_nc")
-DTYPES: tuple[str, ...] = ("float32", "float64")
-PRECISIONS: tuple[str, ...] = ("float32", "bf16")
-
 
 def _f(default, help: str, **meta):
     return field(default=default, metadata={"help": help, **meta})
@@ -89,13 +92,13 @@ class Config:
     # --- loss (docs/theory.md, sections 2, 3, 7)
     setting: Setting = _f(
         "hscl", "negative law: scl, hscl, ucl or hucl (docs/theory.md, section 3); hscl is the hard supervised case whose optimum is NC (Theorem 2)", choices=SETTINGS)
-    beta: float = _f(5.0, "hardness beta >= 0 of the exponential tilt exp(beta s); 5 is the paper's moderate hardness (claim 5); ignored by scl/ucl")
-    tau: float = _f(1.0, "temperature tau > 0; 1 as in the authors' code [code]")
+    beta: float = _f(5.0, "hardness beta in [0, 1e4] of the exponential tilt exp(beta s); 5 is the paper's moderate hardness (claim 5); ignored by scl/ucl")
+    tau: float = _f(1.0, "temperature tau >= 1e-3; 1 as in the authors' code [code]")
     num_negatives: int | Literal["batch"] = _f(1, "k in the estimator: an integer >= 1 or 'batch' (k = |N(i)|); 1 is the authors' mean form (docs/theory.md, section 7)", kind="int_or_batch")
     estimator: Estimator = _f(
         "weighted", "batch estimator: 'weighted' (exact tilted average over the batch) or 'sampled' (draw k negatives, any psi)", choices=ESTIMATORS)
     psi: PsiName = _f("infonce", "psi for the sampled estimator: infonce, infonce-mean or triplet (the weighted estimator is InfoNCE)", choices=PSI_NAMES)
-    margin: float = _f(1.0, "triplet margin (psi='triplet' only)")
+    margin: float = _f(1.0, "triplet margin in [-1e4, 1e4] (psi='triplet' only)")
     detach_weights: bool = _f(True, "no gradient through the tilt weights, as in the authors' code [code]")
     convention: Convention = _f(
         "theory", "which pairs the batch loss counts: theory (docs/theory.md, section 7) or authors (the paper's code: the anchor is its own positive, UCL/HUCL negatives include the anchor; docs/conventions.md, section 2.4)", choices=CONVENTIONS)
@@ -107,7 +110,7 @@ class Config:
         "unconstrained", "encoder: unconstrained (one free vector per sample, the NC-literature model), linear or mlp; for image data sets resnet18, resnet34 or resnet50 (CIFAR stem, docs/images.md)", choices=MODEL_KINDS + RESNET_KINDS)
     hidden_dim: int = _f(128, "MLP hidden width (model='mlp')")
     depth: int = _f(2, "MLP number of linear layers >= 1 (model='mlp')")
-    init: Literal["random", "near_nc"] = _f(
+    init: Init = _f(
         "random", "initialization: random, or near_nc (a random-orientation ETF plus noise; unconstrained only, claim 7)", choices=INITS)
     init_scale: float = _f(1.0, "typical norm of a random unconstrained feature (random init)")
     init_noise: float = _f(0.1, "norm of the noise added to the ETF (init='near_nc')")
@@ -123,7 +126,7 @@ class Config:
     imbalance: float = _f(1.0, "lambda_max / lambda_min of a geometric class prior; 1 = balanced (the theorems' assumption)")
     test_fraction: float = _f(0.3, "held-out fraction per class (digits)")
     positives: PositivesKind = _f(
-        "label", "positives: label (same-class samples, conditionally independent), noise (x + noise_scale * eps, instance ids; synthetic inputs) or augment (two SimCLR views of each image, instance ids; image data sets)", choices=POSITIVES)
+        "label", "positives: label (same-class samples, conditionally independent), noise (x + noise_scale * eps, instance ids; synthetic inputs) or augment (two SimCLR views of each image, instance ids; image data sets)", choices=POSITIVES_KINDS)
     noise_scale: float = _f(0.1, "sigma_p of the additive Gaussian noise positives (positives='noise')")
     # --- optimization
     epochs: int = _f(100, "number of epochs (an epoch is ceil(N / batch_size) class-balanced batches, floor(N / batch_size) shuffled ones); 100 reach NC at the defaults")
@@ -132,7 +135,7 @@ class Config:
         "balanced", "batch sampler (ncgeom.data.batches): balanced (class-balanced batches, every class present with >= 2 members when B >= 2C) or shuffle (a permutation per epoch cut into floor(N / B) batches, a DataLoader's shuffle=True, drop_last=True: batch class counts follow the data's class sizes, as in the authors' code)", choices=BATCHINGS)
     lr: float = _f(0.05, "Adam learning rate > 0; 0.05 reaches NC in 100 epochs on unconstrained features (use ~0.01 for mlp)")
     weight_decay: float = _f(0.0, "Adam weight decay >= 0 (0: no implicit norm penalty)")
-    dtype: Literal["float32", "float64"] = _f("float32", "training dtype; metrics are always computed in float64", choices=DTYPES)
+    dtype: DType = _f("float32", "training dtype; metrics are always computed in float64", choices=DTYPES)
     backend: Backend = _f("auto", "batch_loss backend: auto picks the fastest for the device (see ncgeom.losses.batch_loss)", choices=BACKENDS)
     device: str = _f(
         "cpu", "torch device of the training: cpu, cuda or cuda:N (docs/experiments.md, 'Devices'); metrics are computed on the CPU", kind="device")
@@ -142,7 +145,7 @@ class Config:
     data_dir: str | None = _f(
         None, "folder holding the image data set (the layouts of docs/images.md); required for cifar10, cifar100, stl10 and imagefolder", kind="path_or_none")
     workers: int = _f(0, "image runs: processes decoding an ImageFolder too large to hold in memory (read lazily); 0 decodes in the training process")
-    precision: Literal["float32", "bf16"] = _f(
+    precision: Precision = _f(
         "float32", "image runs: float32, or bf16 (autocast of the ResNet's forward to bfloat16; CUDA only, the loss and the metrics stay in float32/float64)", choices=PRECISIONS)
     checkpoint_every: int = _f(0, "image runs: write checkpoint.pt every this many epochs (0: only at the end); --resume continues from it")
     eval_batch_size: int = _f(512, "image runs: images per forward pass of an evaluation (bounds its memory; the metrics do not depend on it beyond rounding)")
@@ -173,7 +176,7 @@ class Config:
         """The fields as a dict; a field of :data:`LATE_FIELDS` only when it differs from its default.
 
         Leaving a late field out at its default keeps the files and the run names (a hash of
-        :meth:`to_json`, ncgeom.experiments.spec.run_name) of the runs made before it existed unchanged, so a
+        :meth:`to_json`, ncgeom.campaigns.spec.run_name) of the runs made before it existed unchanged, so a
         sweep resumes them; :func:`config_from_dict` gives a missing field its default.
         """
         # every field is a scalar: no deep copy needed (dataclasses.asdict was 40% of a sweep's validation)
@@ -259,9 +262,9 @@ def config_from_dict(values: dict[str, Any], *, source: str | None = None) -> Co
         raise ValueError(f"{where}{exc}") from None
 
 
-#: Fields that _validate's cross-field rules or the memory estimate (ncgeom.budget.run_memory_estimate) read:
+#: Fields that _validate's cross-field rules or the memory estimate (ncgeom.runs.budget.run_memory_estimate) read:
 #: any other field is valid or not on its own, so a sweep checks each of its values once
-#: (ncgeom.experiments.spec). Add a field here when a rule of _validate starts reading it.
+#: (ncgeom.campaigns.spec). Add a field here when a rule of _validate starts reading it.
 COUPLED_FIELDS: frozenset[str] = frozenset({
     "estimator", "psi", "num_negatives", "dataset", "classes", "init", "model", "dim", "positives",
     "samples_per_class", "test_per_class", "input_dim", "batch_size", "imbalance", "test_fraction", "dtype",
@@ -276,10 +279,10 @@ def _choice_check(name: str, choices) -> Callable[[Any], object]:
 
 # One check per field that depends on that field alone (ranges); cross-field rules are in _validate.
 _FIELD_CHECKS: dict[str, Callable[[Any], object]] = {
-    "beta": lambda v: require_real("beta", v, min_value=0.0),
-    "tau": lambda v: require_real("tau", v, min_value=0.0, min_inclusive=False),
+    "beta": require_beta,  # the ranges of ncgeom.ranges, the same for batch_loss, the CLI and both engines
+    "tau": require_tau,
     "num_negatives": lambda v: v == "batch" or require_int("num_negatives", v, min_value=1),
-    "margin": lambda v: require_real("margin", v),
+    "margin": require_margin,
     "dim": lambda v: v is None or require_int("dim", v, min_value=1),
     "hidden_dim": lambda v: require_int("hidden_dim", v, min_value=1),
     "depth": lambda v: require_int("depth", v, min_value=1),
@@ -381,7 +384,7 @@ def _validate(c: Config) -> None:
 
 def _validate_image(c: Config) -> None:
     """The rules of an image run (docs/experiments.md, "Image data sets"); sizes are checked against the data
-    when the run reads it (:mod:`ncgeom.experiments.image_train`)."""
+    when the run reads it (:mod:`ncgeom.runs.images`)."""
     if c.model not in RESNET_KINDS:
         raise ValueError(f"model must be one of {', '.join(RESNET_KINDS)} for the image data set {c.dataset!r}, "
                          f"got {c.model!r}")
