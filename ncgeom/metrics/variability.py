@@ -1,6 +1,6 @@
 """Class-distance normalized variance (CDNV): within-class spread measured against the distance of class means.
 
-docs/theory.md section 8 (galanti2022role, Definition 1). Every function takes ``(z, labels)`` with z [N, d]
+docs/theory.md section 8 (galanti2022role, the CDNV V_f(Q_i, Q_j)). Every function takes ``(z, labels)`` with z [N, d]
 (numpy or torch, computed in float64) and integer labels [N] (:mod:`ncgeom.metrics.groups`). CDNV is
 scale invariant: it is computed on z divided by a power of two near max |z| and gives bitwise the same
 value for z and 2^m z.
@@ -77,8 +77,8 @@ def cdnv_matrix(z, labels, *, ddof: int = 0, num_classes: int | None = None) -> 
         \\qquad \\operatorname{Var}_c = \\frac{1}{n_c - \\mathrm{ddof}} \\sum_{i : y_i = c} \\lVert z_i - \\mu_c\\rVert^2
 
     where z_i = ``z[i]`` [N, d], y_i = ``labels[i]`` [N], mu_c the class means, n_c the class sizes, and
-    rows and columns in sorted label order (as :func:`ncgeom.metrics.class_means`). galanti2022role,
-    Definition 1; see :func:`cdnv` for the conventions, the degenerate cases and an example. Symmetric.
+    rows and columns in sorted label order (as :func:`ncgeom.metrics.class_means`). galanti2022role's
+    CDNV of each pair; see :func:`cdnv` for the conventions, the degenerate cases and an example. Symmetric.
     The diagonal (c = c') is not a pair and is NaN.
 
     Examples
@@ -92,7 +92,7 @@ def cdnv_matrix(z, labels, *, ddof: int = 0, num_classes: int | None = None) -> 
 
 
 def cdnv(z, labels, *, ddof: int = 0, num_classes: int | None = None) -> float:
-    """Mean class-distance normalized variance over the pairs of classes (galanti2022role, Definition 1).
+    """Mean class-distance normalized variance over the pairs of classes (galanti2022role, CDNV).
 
     .. math:: \\mathrm{cdnv} = \\frac{2}{C(C-1)} \\sum_{c < c'}
         \\frac{\\operatorname{Var}_c + \\operatorname{Var}_{c'}}{2\\,\\lVert\\mu_c - \\mu_{c'}\\rVert^2},
