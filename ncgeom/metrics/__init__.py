@@ -13,12 +13,36 @@ experiment histories:
 - ``streaming``: the same metrics on batches in O(C d + d^2) memory (:func:`streaming_nc_metrics`,
   :func:`accumulate_moments`, :func:`streaming_ncc_accuracy`, :func:`encoded_batches`).
 
+The metrics the literature reports besides (docs/theory.md section 8, "Field metrics"), in a record of their
+own (:class:`FieldMetrics`; ``nc_metrics`` and its keys are unchanged):
+
+- ``variability``: cdnv, cdnv_matrix (class-distance normalized variance, galanti2022role);
+- ``classifier``: self_duality (NC3), classifier_agreement (NC4), given a classifier's weights;
+- ``hypersphere``: hyperspherical_uniformity (liu2023generalizing, wu2024linguistic), alignment and
+  uniformity (wang2020understanding);
+- ``field``: :func:`field_metrics` -> :class:`FieldMetrics` (``.to_dict()``, ``from_dict``);
+- ``field_streaming``: the same on batches (:func:`streaming_field_metrics`, :func:`accumulate_class_moments`,
+  :func:`streaming_classifier_agreement`, :func:`streaming_uniformity`).
+
 Conventions and how they differ from the peers (Papyan's Colab, tding1, rhubarbwu, nc-toolbox,
 RankMe implementations): docs/conventions.md, "Metrics".
 """
 
+from ncgeom.metrics.classifier import classifier_agreement, self_duality
 from ncgeom.metrics.collapse import equal_inner_product, etf_distance, nc1, unit_norm, within_class, zero_sum
+from ncgeom.metrics.field import FIELD_METRIC_NAMES, FieldMetrics, field_metrics
+from ncgeom.metrics.field_streaming import (
+    UNIFORMITY_BLOCK_ROWS,
+    AgreementAccumulator,
+    ClassMomentAccumulator,
+    ClassMoments,
+    accumulate_class_moments,
+    streaming_classifier_agreement,
+    streaming_field_metrics,
+    streaming_uniformity,
+)
 from ncgeom.metrics.groups import class_means
+from ncgeom.metrics.hypersphere import HYPERSPHERICAL_STATISTICS, alignment, hyperspherical_uniformity, uniformity
 from ncgeom.metrics.ncc import ncc_accuracy
 from ncgeom.metrics.record import METRIC_NAMES, NCMetrics, nc_metrics
 from ncgeom.metrics.spectral import RANKME_EPS, rankme, spectrum
@@ -34,6 +58,7 @@ from ncgeom.metrics.streaming import (
     streaming_nc_metrics,
     streaming_ncc_accuracy,
 )
+from ncgeom.metrics.variability import cdnv, cdnv_matrix
 
 __all__ = [
     "unit_norm",
@@ -60,4 +85,23 @@ __all__ = [
     "encoded_batches",
     "ONE_PASS_METRICS",
     "SECOND_PASS_METRICS",
+    "cdnv",
+    "cdnv_matrix",
+    "self_duality",
+    "classifier_agreement",
+    "hyperspherical_uniformity",
+    "HYPERSPHERICAL_STATISTICS",
+    "alignment",
+    "uniformity",
+    "field_metrics",
+    "FieldMetrics",
+    "FIELD_METRIC_NAMES",
+    "ClassMoments",
+    "ClassMomentAccumulator",
+    "AgreementAccumulator",
+    "accumulate_class_moments",
+    "streaming_classifier_agreement",
+    "streaming_uniformity",
+    "streaming_field_metrics",
+    "UNIFORMITY_BLOCK_ROWS",
 ]

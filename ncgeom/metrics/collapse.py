@@ -84,6 +84,9 @@ def _etf_distance(g: _Groups) -> float:
     norm = np.linalg.norm(gram)
     if norm == 0.0:
         return float("nan")
+    # The unit-Frobenius ETF Gram, = geometry.etf_gram(c) / ||geometry.etf_gram(c)||_F in exact arithmetic. Kept
+    # here as written: every rewriting through etf_gram rounds differently in the last bits (for most C >= 3),
+    # which changes recorded etf_distance values; the histories are compared bit for bit.
     target = (np.eye(c) - np.ones((c, c)) / c) / np.sqrt(c - 1)
     return float(np.linalg.norm(gram / norm - target))
 
