@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 from ncgeom.cli.main import main
-from ncgeom.data import write_cifar_like
 from ncgeom.experiments import expand, load_spec
 from ncgeom.experiments.claims import ALL_CLAIMS, CLAIMS, PRESETS, claim_of_spec, claim_spec, run_claims
 from ncgeom.experiments.spec import spec_names
 from ncgeom.experiments.sweep import sweep_configs
+from ncgeom.testing.images import write_cifar_like
 from ncgeom.vocabulary import effective_beta
 
 AUTHORS = dict(dataset="cifar100", classes=100, model="resnet50", norm="ball", tau=1.0, positives="label",

@@ -4,7 +4,7 @@ ncgeom never unpickles a file (a pickle can run any code when loaded). :func:`pi
 opcode stream with :func:`pickletools.genops` and builds only plain containers (dict, list, tuple, str, bytes,
 int, float, bool, None); a reference to a global becomes an inert :class:`PickleGlobal`, a call (REDUCE) an
 inert :class:`PickleCall` whose BUILD state is recorded: nothing is imported, constructed or called, and any
-other opcode is refused. The caller then checks the structure it expects (ncgeom.data.images: the official
+other opcode is refused. The caller then checks the structure it expects (ncgeom.data.images.readers: the official
 CIFAR files).
 
 :func:`py2_pickle` writes plain data as Python 2's cPickle wrote the official CIFAR files (protocol 2,

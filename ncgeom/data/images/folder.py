@@ -1,0 +1,168 @@
+"""ImageFolder trees: ``root/train/<class>/<image>`` and ``root/test/<class>/<image>``, decoded with Pillow.
+
+torchvision's ImageFolder semantics (docs/images.md): the classes are the sub-folders of ``train`` sorted by
+name, the images the files with an extension of :data:`IMAGE_EXTENSIONS` (any case) found walking each class
+folder in sorted order; a test class folder must also exist under ``train``. Images are decoded to RGB uint8
+[H, W, 3] (torchvision's pil_loader), optionally resized and centre-cropped to ``size`` (``Resize(size)`` +
+``CenterCrop(size)``). :func:`load_image_folder` decodes eagerly up to ``max_bytes`` (1 GiB by default) and
+otherwise asks for ``lazy=True``, which returns an :class:`ImageFolderIndex` per split that decodes on
+indexing.
+
+Errors (missing folder, no class folders, an empty train class, an undecodable image, images of several
+sizes without ``size``) are ValueError with a one-line message that names the file or folder.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from ncgeom.data.images.inert_pickle import one_line
+from ncgeom.data.images.record import ImageData, existing_folder
+from ncgeom.validate import require_int
+
+__all__ = ["IMAGE_EXTENSIONS", "DEFAULT_MAX_BYTES", "ImageFolderIndex", "load_image_folder"]
+
+# torchvision's IMG_EXTENSIONS (torchvision/datasets/folder.py), compared with the lower-cased file name.
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+DEFAULT_MAX_BYTES = 2**30  # largest eager decode (1 GiB of uint8 pixels)
+
+
+@dataclass(frozen=True)
+class ImageFolderIndex:
+    """The image files of an ImageFolder split, decoded with Pillow when indexed.
+
+    ``index[i]`` is image i as uint8 [H, W, 3]; ``index[indices]`` (a slice, a list or an integer array) is
+    a batch [B, H, W, 3] (all images of the batch must have one size: pass ``size`` to the reader otherwise).
+    """
+
+    paths: tuple[Path, ...]
+    size: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: Any) -> np.ndarray:
+        if isinstance(index, (int, np.integer)):
+            return _decode(self.paths[int(index)], self.size)
+        chosen = np.arange(len(self.paths))[index]
+        return self.load(chosen)
+
+    def load(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Images ``indices`` as one uint8 array [B, H, W, 3]."""
+        images = [_decode(self.paths[int(i)], self.size) for i in np.asarray(indices).reshape(-1)]
+        return _stack_same_shape(images, [self.paths[int(i)] for i in np.asarray(indices).reshape(-1)])
+
+
+def load_image_folder(root: str | os.PathLike, *, size: int | None = None, lazy: bool = False,
+                      max_bytes: int = DEFAULT_MAX_BYTES) -> ImageData:
+    """An ImageFolder tree ``root/{train,test}/<class>/<image>`` (module docstring), decoded to RGB with Pillow.
+
+    Parameters
+    ----------
+    root : path
+    size : int or None
+        None: images as stored (all of one size, for eager decoding). An int S: resize the shorter side to S
+        (bilinear) and take the central S x S crop, as torchvision's ``Resize(S)`` + ``CenterCrop(S)``.
+    lazy : bool
+        False: decode everything now into uint8 arrays. True: return :class:`ImageFolderIndex` splits that
+        decode when indexed (each access re-reads the files).
+    max_bytes : int
+        Eager decoding refuses a split whose N x H x W x 3 (estimated from its first image) exceeds this.
+    """
+    base = existing_folder(root)
+    if size is not None:
+        size = require_int("size", size, min_value=1)
+    max_bytes = require_int("max_bytes", max_bytes, min_value=1)
+    train_dir, test_dir = base / "train", base / "test"
+    for folder in (train_dir, test_dir):
+        if not folder.is_dir():
+            raise ValueError(f"{folder}: no such folder (ImageFolder layout: root/train/<class>/..., "
+                             "root/test/<class>/...)")
+    classes = tuple(sorted(entry.name for entry in os.scandir(train_dir) if entry.is_dir()))
+    if not classes:
+        raise ValueError(f"{train_dir}: no class folders")
+    test_classes = sorted(entry.name for entry in os.scandir(test_dir) if entry.is_dir())
+    unknown = [c for c in test_classes if c not in classes]
+    if unknown:
+        raise ValueError(f"{test_dir}: class folder(s) {', '.join(unknown)} not among the train classes")
+    splits: list[tuple[np.ndarray | ImageFolderIndex, np.ndarray]] = []
+    for folder, need_all in ((train_dir, True), (test_dir, False)):
+        paths, labels = _folder_samples(folder, classes, need_all)
+        index = ImageFolderIndex(tuple(paths), size)
+        if lazy:
+            splits.append((index, labels))
+            continue
+        if paths:
+            first = _decode(paths[0], size)
+            need = len(paths) * first.size
+            if need > max_bytes:
+                raise ValueError(f"{folder}: {len(paths)} images of {first.shape} need {need} bytes > max_bytes = "
+                                 f"{max_bytes}; pass lazy=True or a larger max_bytes")
+            splits.append((index.load(np.arange(len(paths))), labels))
+        else:
+            shape = (0, size, size, 3) if size is not None else (0, 0, 0, 3)
+            splits.append((np.zeros(shape, dtype=np.uint8), labels))
+    (x_train, y_train), (x_test, y_test) = splits
+    return ImageData("imagefolder", x_train, y_train, x_test, y_test, classes, "imagefolder", False)
+
+
+def _folder_samples(folder: Path, classes: tuple[str, ...], need_all: bool) -> tuple[list[Path], np.ndarray]:
+    """torchvision's make_dataset: per class in sorted order, os.walk in sorted order, files by extension."""
+    paths: list[Path] = []
+    labels: list[int] = []
+    for label, cls in enumerate(classes):
+        class_dir = folder / cls
+        found = 0
+        if class_dir.is_dir():
+            for walk_root, _, files in sorted(os.walk(class_dir, followlinks=True)):
+                for fname in sorted(files):
+                    if fname.lower().endswith(IMAGE_EXTENSIONS):
+                        paths.append(Path(walk_root) / fname)
+                        labels.append(label)
+                        found += 1
+        if need_all and not found:
+            raise ValueError(f"{class_dir}: no image file ({', '.join(IMAGE_EXTENSIONS)})")
+    return paths, np.asarray(labels, dtype=np.int64)
+
+
+def _decode(path: Path, size: int | None) -> np.ndarray:
+    """Pillow decode to RGB uint8 [H, W, 3] (torchvision's pil_loader), optionally resized and centre-cropped."""
+    try:
+        with open(path, "rb") as handle, Image.open(handle) as img:
+            rgb = img.convert("RGB")
+        if size is not None:
+            rgb = _resize_center_crop(rgb, size)
+        return np.asarray(rgb, dtype=np.uint8)
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+        raise ValueError(f"{path}: not a readable image ({type(exc).__name__}: {one_line(exc)})") from None
+
+
+def _resize_center_crop(img: Image.Image, size: int) -> Image.Image:
+    """torchvision's Resize(size) (shorter side to size, bilinear) then CenterCrop(size), on a PIL image."""
+    w, h = img.size
+    if w <= h:
+        new_w, new_h = size, int(size * h / w)
+    else:
+        new_w, new_h = int(size * w / h), size
+    if (new_w, new_h) != (w, h):
+        img = img.resize((new_w, new_h), Image.Resampling.BILINEAR)
+    top = int(round((new_h - size) / 2.0))
+    left = int(round((new_w - size) / 2.0))
+    return img.crop((left, top, left + size, top + size))
+
+
+def _stack_same_shape(images: list[np.ndarray], paths: list[Path]) -> np.ndarray:
+    if not images:
+        return np.zeros((0, 0, 0, 3), dtype=np.uint8)
+    for img, path in zip(images, paths):
+        if img.shape != images[0].shape:
+            raise ValueError(f"{path}: image of shape {img.shape} differs from {images[0].shape} of {paths[0]}; "
+                             f"pass size= to resize")
+    return np.stack(images)
