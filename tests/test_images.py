@@ -280,7 +280,7 @@ def test_missing_folder_and_layout(tmp_path):
 def test_missing_file(tmp_path):
     write_cifar_like(tmp_path, num_per_class=1, rng=_rng())
     (tmp_path / "cifar-10-batches-py" / "data_batch_4").unlink()
-    with pytest.raises(ValueError, match=r"data_batch_4: missing file"):
+    with pytest.raises(ValueError, match=r"data_batch_4: no such file"):
         load_cifar(tmp_path)
 
 

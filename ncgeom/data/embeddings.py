@@ -23,21 +23,28 @@ Limits: before anything is loaded, the arrays of a ``.npy``/``.npz`` are measure
 (:func:`array_file_headers`: shape and dtype; object dtypes refused), a ``.pt`` from its file size, a
 ``.csv`` while it is read; with the metrics' own work (:func:`ncgeom.budget.metrics_bytes`) they must fit
 the memory budget (:func:`ncgeom.budget.memory_budget`), so a small archive declaring 16 GB of arrays is
-refused at once. Every bad file is a ValueError with one line naming the file and what was expected.
+refused at once. Every file is opened with :func:`ncgeom.files.open_regular`: a FIFO, a device (a link to
+``/dev/zero``), a socket or a link loop is refused, never read, and the descriptor checked is the one read.
+A CSV line longer than a quarter of the budget (characters) is refused before it is held whole. torch's
+warnings are silenced while a ``.pt`` file is parsed. Every bad file is a ValueError with one line naming
+the file and what was expected.
 """
 
 from __future__ import annotations
 
 import array
 import csv
+import io
 import pickle
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
 from ncgeom import budget
+from ncgeom.files import load_torch, open_regular
 
 __all__ = [
     "FORMATS",
@@ -99,15 +106,19 @@ def array_file_headers(path: str | Path) -> dict[str, tuple[tuple[int, ...], np.
     measured in microseconds (:func:`ncgeom.budget.array_bytes` of each entry) before any allocation.
     """
     path = Path(path)
-    with open(path, "rb") as fh:
+    with open_regular(path, what="a .npy or .npz file") as fh:
         magic = fh.read(6)
         fh.seek(0)
         if magic == b"\x93NUMPY":
             return {"": npy_header(fh, where=str(path))}
-    try:
-        archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise ValueError(f"{path}: neither a .npy array nor a .npz archive ({' '.join(str(exc).split())})") from None
+        try:
+            archive = zipfile.ZipFile(fh)
+        except (zipfile.BadZipFile, OSError, EOFError) as exc:
+            raise ValueError(f"{path}: neither a .npy array nor a .npz archive ({' '.join(str(exc).split())})") from None
+        return _member_headers(path, archive)
+
+
+def _member_headers(path: Path, archive: zipfile.ZipFile) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     out = {}
     with archive:
         for info in archive.infolist():
@@ -189,13 +200,9 @@ def _one_line(exc: BaseException) -> str:
     return f"{exc.__class__.__name__}: {lines[0] if lines else ''}"
 
 
-def _check_file(path: str) -> Path:
-    p = Path(path)
-    if not p.exists():
-        raise ValueError(f"{path}: no such file")
-    if p.is_dir():
-        raise ValueError(f"{path}: is a directory, not a file")
-    return p
+def _open(path: str) -> io.BufferedReader:
+    """``path`` opened if it is a regular file (:func:`ncgeom.files.open_regular`), else a one-line ValueError."""
+    return open_regular(path, what="embeddings or labels")
 
 
 def _suffix(path: str) -> str:
@@ -209,9 +216,9 @@ def _suffix(path: str) -> str:
 def _headers(path: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """The declared (shape, dtype) of every array of a .npy/.npz file; refuses object dtypes and oversized arrays."""
     suffix = Path(path).suffix.lower()
-    checked = _check_file(path)
+    _open(path).close()  # a missing file, a directory, a FIFO ...: the refusal of open_regular, unchanged
     try:
-        headers = array_file_headers(checked)
+        headers = array_file_headers(path)
     except ValueError as exc:
         detail = str(exc).removeprefix(f"{path}: ")
         if isinstance(exc, ObjectArrayError):
@@ -236,12 +243,12 @@ def _load_npy(path: str) -> np.ndarray:
     headers = _headers(path)
     if "" not in headers:
         raise ValueError(f"{path}: an .npz archive saved as .npy; expected {EXPECTED['.npy']}")
-    checked = _check_file(path)
-    try:
-        loaded = np.load(checked, allow_pickle=False)
-    except _NUMPY_ERRORS as exc:
-        raise ValueError(f"{path}: not a readable .npy array without unpickling ({_one_line(exc)}); "
-                         f"expected {EXPECTED['.npy']}") from None
+    with _open(path) as fh:
+        try:
+            loaded = np.load(fh, allow_pickle=False)
+        except _NUMPY_ERRORS as exc:
+            raise ValueError(f"{path}: not a readable .npy array without unpickling ({_one_line(exc)}); "
+                             f"expected {EXPECTED['.npy']}") from None
     if not isinstance(loaded, np.ndarray):
         raise ValueError(f"{path}: an .npz archive saved as .npy; expected {EXPECTED['.npy']}")
     return loaded
@@ -255,19 +262,20 @@ def _load_npz(path: str) -> tuple[np.ndarray, np.ndarray]:
         if key not in headers:
             found = ", ".join(repr(f) for f in headers) or "nothing"
             raise ValueError(f"{path}: no array {key!r} in the archive (found {found}); expected {EXPECTED['.npz']}")
-    checked = _check_file(path)
-    try:
-        data = np.load(checked, allow_pickle=False)
-    except _NUMPY_ERRORS as exc:
-        raise ValueError(f"{path}: not a readable .npz archive ({_one_line(exc)}); expected {EXPECTED['.npz']}") from None
-    if not isinstance(data, np.lib.npyio.NpzFile):
-        raise ValueError(f"{path}: a single array, not an .npz archive; expected {EXPECTED['.npz']}")
-    with data:
+    with _open(path) as fh:
         try:
-            return data["z"], data["labels"]
+            data = np.load(fh, allow_pickle=False)
         except _NUMPY_ERRORS as exc:
-            raise ValueError(f"{path}: cannot read its arrays without unpickling ({_one_line(exc)}); "
-                             f"expected numeric {EXPECTED['.npz']}") from None
+            raise ValueError(f"{path}: not a readable .npz archive ({_one_line(exc)}); "
+                             f"expected {EXPECTED['.npz']}") from None
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise ValueError(f"{path}: a single array, not an .npz archive; expected {EXPECTED['.npz']}")
+        with data:
+            try:
+                return data["z"], data["labels"]
+            except _NUMPY_ERRORS as exc:
+                raise ValueError(f"{path}: cannot read its arrays without unpickling ({_one_line(exc)}); "
+                                 f"expected numeric {EXPECTED['.npz']}") from None
 
 
 def _load_pt(path: str) -> tuple[np.ndarray, np.ndarray | None]:
@@ -276,13 +284,7 @@ def _load_pt(path: str) -> tuple[np.ndarray, np.ndarray | None]:
 
     # a torch.save archive stores its tensors uncompressed: loading takes about its size, and the float64
     # copy for the metrics twice that for float32 (4 x the file in all, a bound before any byte is read)
-    budget.require_file_within_budget(path, 4 * _check_file(path).stat().st_size,
-                                      what="loading it (4 x its size) for the metrics")
-    try:
-        obj = torch.load(_check_file(path), map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - untrusted bytes: any failure of torch's parser is a bad file
-        raise ValueError(f"{path}: not readable with torch.load(weights_only=True) ({_one_line(exc)}); "
-                         f"expected {EXPECTED['.pt']}") from None
+    obj = load_torch(path, what="it for the metrics", expected=EXPECTED[".pt"], copies=4)
 
     def as_array(value: Any, what: str) -> np.ndarray:
         if not isinstance(value, torch.Tensor):
@@ -313,8 +315,8 @@ def _load_csv(path: str) -> tuple[np.ndarray, np.ndarray | None]:
     header: list[str] | None = None
     width = rows = 0
     try:
-        with open(_check_file(path), newline="") as fh:
-            for number, row in enumerate(csv.reader(fh), start=1):
+        with io.TextIOWrapper(_open(path), newline="") as fh:
+            for number, row in enumerate(csv.reader(_bounded_lines(fh, path, max(limit // 4, 1))), start=1):
                 if not any(cell.strip() for cell in row):
                     continue
                 if not width:
@@ -348,6 +350,21 @@ def _load_csv(path: str) -> tuple[np.ndarray, np.ndarray | None]:
         return table, None
     i = label_columns[0]
     return np.delete(table, i, axis=1), table[:, i]
+
+
+def _bounded_lines(fh: io.TextIOWrapper, path: str, max_chars: int) -> Iterator[str]:
+    """The lines of ``fh``, each read with at most ``max_chars`` characters (a file of one endless line, a
+    sparse file of NUL bytes, is refused before it is held whole)."""
+    number = 0
+    while True:
+        line = fh.readline(max_chars + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > max_chars:
+            raise ValueError(f"{path}: line {number} is longer than {max_chars} characters (a quarter of the memory "
+                             f"budget of {budget.format_bytes(budget.memory_budget())}); expected {EXPECTED['.csv']}")
+        yield line
 
 
 def _is_number(cell: str) -> bool:

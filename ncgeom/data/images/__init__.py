@@ -4,13 +4,15 @@
 - :mod:`~ncgeom.data.images.readers`: CIFAR-10/100 (python pickles or binary records) and STL-10, with the
   official md5 list :data:`OFFICIAL_MD5`;
 - :mod:`~ncgeom.data.images.folder`: ImageFolder trees, decoded with Pillow eagerly or lazily
-  (:class:`ImageFolderIndex`);
+  (:class:`ImageFolderIndex`); :mod:`~ncgeom.data.images.walk`: which files are the images of which class
+  (links followed only within the tree, each file once, loops refused);
 - :mod:`~ncgeom.data.images.dispatch`: :func:`load_image_data`, one entry point by data set name;
 - :mod:`~ncgeom.data.images.inert_pickle`: pickles read as plain data, never unpickled (the CIFAR files);
 - :mod:`~ncgeom.data.images.download`: the official archives, fetched and md5-checked (``ncgeom train
   --download``; imported on first use).
 
-Small look-alike data sets for tests and docs are written by :mod:`ncgeom.testing.images`
+Every file is read through :mod:`ncgeom.files` (regular files only, sized against the memory budget
+before it is read). Small look-alike data sets for tests and docs are written by :mod:`ncgeom.testing.images`
 (``write_cifar_like``, ``write_stl10_like``, ``write_image_folder``).
 """
 

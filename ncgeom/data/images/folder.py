@@ -8,12 +8,22 @@ folder in sorted order; a test class folder must also exist under ``train``. Ima
 otherwise asks for ``lazy=True``, which returns an :class:`ImageFolderIndex` per split that decodes on
 indexing.
 
+The walk (:mod:`ncgeom.data.images.walk`) follows symbolic links only within the tree and resolves each
+file by its real path once: a link loop, a link out of its class folder or out of the data root, or a
+FIFO named like an image is refused, never followed. Each image is read with
+:func:`ncgeom.files.read_bounded` (a regular file within the memory budget) and decoded by Pillow with
+its warnings silenced (:func:`ncgeom.files.quiet_warnings`); an image whose header declares more pixels
+than Pillow's decompression-bomb limit (``PIL.Image.MAX_IMAGE_PIXELS``) or than the memory budget allows
+is refused before any pixel is decoded.
+
 Errors (missing folder, no class folders, an empty train class, an undecodable image, images of several
-sizes without ``size``) are ValueError with a one-line message that names the file or folder.
+sizes without ``size``, the refusals above) are ValueError with a one-line message that names the file or
+folder.
 """
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,16 +31,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
+from ncgeom import budget
 from ncgeom.data.images.inert_pickle import one_line
 from ncgeom.data.images.record import ImageData, existing_folder
+from ncgeom.data.images.walk import IMAGE_EXTENSIONS, real_inside, refuse_nested, split_samples
+from ncgeom.files import quiet_warnings, read_bounded
 from ncgeom.validate import require_int
 
 __all__ = ["IMAGE_EXTENSIONS", "DEFAULT_MAX_BYTES", "ImageFolderIndex", "load_image_folder"]
 
-# torchvision's IMG_EXTENSIONS (torchvision/datasets/folder.py), compared with the lower-cased file name.
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 DEFAULT_MAX_BYTES = 2**30  # largest eager decode (1 GiB of uint8 pixels)
 
 
@@ -85,6 +96,9 @@ def load_image_folder(root: str | os.PathLike, *, size: int | None = None, lazy:
         if not folder.is_dir():
             raise ValueError(f"{folder}: no such folder (ImageFolder layout: root/train/<class>/..., "
                              "root/test/<class>/...)")
+    real_root = os.path.realpath(base)
+    refuse_nested({folder: real_inside(folder, real_root, "the data root") for folder in (train_dir, test_dir)},
+                  "split folder")
     classes = tuple(sorted(entry.name for entry in os.scandir(train_dir) if entry.is_dir()))
     if not classes:
         raise ValueError(f"{train_dir}: no class folders")
@@ -94,7 +108,7 @@ def load_image_folder(root: str | os.PathLike, *, size: int | None = None, lazy:
         raise ValueError(f"{test_dir}: class folder(s) {', '.join(unknown)} not among the train classes")
     splits: list[tuple[np.ndarray | ImageFolderIndex, np.ndarray]] = []
     for folder, need_all in ((train_dir, True), (test_dir, False)):
-        paths, labels = _folder_samples(folder, classes, need_all)
+        paths, labels = split_samples(base, folder, classes, need_all=need_all)
         index = ImageFolderIndex(tuple(paths), size)
         if lazy:
             splits.append((index, labels))
@@ -113,35 +127,50 @@ def load_image_folder(root: str | os.PathLike, *, size: int | None = None, lazy:
     return ImageData("imagefolder", x_train, y_train, x_test, y_test, classes, "imagefolder", False)
 
 
-def _folder_samples(folder: Path, classes: tuple[str, ...], need_all: bool) -> tuple[list[Path], np.ndarray]:
-    """torchvision's make_dataset: per class in sorted order, os.walk in sorted order, files by extension."""
-    paths: list[Path] = []
-    labels: list[int] = []
-    for label, cls in enumerate(classes):
-        class_dir = folder / cls
-        found = 0
-        if class_dir.is_dir():
-            for walk_root, _, files in sorted(os.walk(class_dir, followlinks=True)):
-                for fname in sorted(files):
-                    if fname.lower().endswith(IMAGE_EXTENSIONS):
-                        paths.append(Path(walk_root) / fname)
-                        labels.append(label)
-                        found += 1
-        if need_all and not found:
-            raise ValueError(f"{class_dir}: no image file ({', '.join(IMAGE_EXTENSIONS)})")
-    return paths, np.asarray(labels, dtype=np.int64)
-
-
 def _decode(path: Path, size: int | None) -> np.ndarray:
-    """Pillow decode to RGB uint8 [H, W, 3] (torchvision's pil_loader), optionally resized and centre-cropped."""
+    """Pillow decode to RGB uint8 [H, W, 3] (torchvision's pil_loader), optionally resized and centre-cropped.
+
+    The file is read whole within the memory budget; its header's size is checked before the pixels are
+    decoded (Pillow's decompression-bomb limit and the budget); every failure of Pillow on the bytes is a
+    one-line ValueError naming the file, and Pillow's warnings are dropped.
+    """
+    data = read_bounded(path, what="an image")
+    with quiet_warnings(Image.DecompressionBombWarning):
+        try:
+            with Image.open(io.BytesIO(data)) as img:
+                _check_pixels(path, img.size)
+                rgb = img.convert("RGB")
+            if size is not None:
+                rgb = _resize_center_crop(rgb, size)
+            return np.asarray(rgb, dtype=np.uint8)
+        except _Refused:
+            raise
+        except (Image.DecompressionBombWarning, Image.DecompressionBombError) as exc:
+            raise ValueError(f"{path}: refused as a decompression bomb ({one_line(exc)})") from None
+        except UnidentifiedImageError:
+            raise ValueError(f"{path}: not a readable image (Pillow recognises no image format in it)") from None
+        except Exception as exc:  # noqa: BLE001 - untrusted bytes: any failure of Pillow's decoders is a bad file
+            raise ValueError(f"{path}: not a readable image ({type(exc).__name__}: {one_line(exc)})") from None
+
+
+class _Refused(ValueError):
+    """An image refused from its header (too many pixels), before decoding."""
+
+
+def _check_pixels(path: Path, shape: tuple[int, int]) -> None:
+    """Refuse an image of ``shape`` (width, height) above Pillow's bomb limit or the memory budget."""
+    width, height = shape
+    pixels = width * height
+    limit = Image.MAX_IMAGE_PIXELS
+    if limit is not None and pixels > limit:
+        raise _Refused(f"{path}: an image of {width} x {height} = {pixels} pixels, above the {int(limit)} pixels of "
+                       "Pillow's decompression-bomb limit (PIL.Image.MAX_IMAGE_PIXELS); refused as a decompression "
+                       "bomb")
     try:
-        with open(path, "rb") as handle, Image.open(handle) as img:
-            rgb = img.convert("RGB")
-        if size is not None:
-            rgb = _resize_center_crop(rgb, size)
-        return np.asarray(rgb, dtype=np.uint8)
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
-        raise ValueError(f"{path}: not a readable image ({type(exc).__name__}: {one_line(exc)})") from None
+        # 10 bytes a pixel: the decoder's image in the file's mode (up to 4), its RGB copy (3), the array (3)
+        budget.require_file_within_budget(path, 10 * pixels, what=f"decoding an image of {width} x {height} pixels")
+    except ValueError as exc:
+        raise _Refused(str(exc)) from None
 
 
 def _resize_center_crop(img: Image.Image, size: int) -> Image.Image:

@@ -50,8 +50,10 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from ncgeom.data.images.inert_pickle import PickleCall, PickleGlobal, one_line, pickle_as_data
+from ncgeom import budget
+from ncgeom.data.images.inert_pickle import PickleCall, PickleGlobal, pickle_as_data, short_repr
 from ncgeom.data.images.record import ImageData, existing_folder
+from ncgeom.files import read_bounded, regular_file_size
 from ncgeom.validate import require_choice
 
 __all__ = [
@@ -61,6 +63,7 @@ __all__ = [
     "STL_SIDE",
     "CifarLayout",
     "CIFAR_LAYOUTS",
+    "MAX_NAMES_BYTES",
     "load_cifar",
     "load_stl10",
 ]
@@ -123,6 +126,12 @@ CIFAR_LAYOUTS: dict[str, CifarLayout] = {
     "cifar100": CifarLayout("cifar-100-python", ("train",), "test", "meta", "fine_label_names", "fine_labels",
                             "cifar-100-binary", ("train.bin",), "test.bin", "fine_label_names.txt", 2, 100),
 }
+#: Largest class names file read (batches.meta.txt, fine_label_names.txt, class_names.txt: about 1 KB).
+MAX_NAMES_BYTES = 2**20
+# The peak memory of reading a layout, in multiples of its files' bytes: the arrays of every file and the
+# train split concatenated (2 x all files), plus the file being parsed: a pickle holds its pixel block about
+# four times (file bytes, genops' string, the encoded bytes, the image array), a binary file twice.
+_PARSE_COPIES = {"pickle": 4, "binary": 2}
 _RECONSTRUCT = {PickleGlobal(module, "_reconstruct") for module in ("numpy.core.multiarray", "numpy._core.multiarray")}
 _NDARRAY = PickleGlobal("numpy", "ndarray")
 _DTYPE = PickleGlobal("numpy", "dtype")
@@ -150,32 +159,39 @@ def load_cifar(root: str | os.PathLike, *, name: Literal["cifar10", "cifar100"] 
     if (base / layout.python_folder).is_dir():
         folder = base / layout.python_folder
         verify = _should_verify(folder, verify_checksums)
+        sizes = _layout_sizes(folder, (layout.meta_file, *layout.train_files, layout.test_file), "pickle")
         meta_path = folder / layout.meta_file
-        meta = _expect_dict(pickle_as_data(_read(meta_path, verify), source=str(meta_path)), meta_path)
+        meta = _expect_dict(pickle_as_data(_read(meta_path, sizes, verify), source=str(meta_path)), meta_path)
         classes = _class_names(meta.get(layout.meta_key), layout.num_classes, meta_path, layout.meta_key)
-        train = [_cifar_python_batch(folder / f, layout.labels_key, layout.num_classes, verify)
+        train = [_cifar_python_batch(folder / f, sizes, layout.labels_key, layout.num_classes, verify)
                  for f in layout.train_files]
         x_train = np.concatenate([x for x, _ in train])
         y_train = np.concatenate([y for _, y in train])
-        x_test, y_test = _cifar_python_batch(folder / layout.test_file, layout.labels_key, layout.num_classes, verify)
+        x_test, y_test = _cifar_python_batch(folder / layout.test_file, sizes, layout.labels_key, layout.num_classes,
+                                             verify)
         return ImageData(name, x_train, y_train, x_test, y_test, classes, layout.python_folder, verify)
     if (base / layout.binary_folder).is_dir():
         folder = base / layout.binary_folder
-        classes = _text_names(folder / layout.names_file, layout.num_classes)
-        train = [_cifar_binary_file(folder / f, layout.label_bytes, layout.num_classes)
+        sizes = _layout_sizes(folder, (layout.names_file, *layout.binary_train_files, layout.binary_test_file),
+                              "binary")
+        classes = _text_names(folder / layout.names_file, sizes, layout.num_classes)
+        train = [_cifar_binary_file(folder / f, sizes, layout.label_bytes, layout.num_classes)
                  for f in layout.binary_train_files]
         x_train = np.concatenate([x for x, _ in train])
         y_train = np.concatenate([y for _, y in train])
-        x_test, y_test = _cifar_binary_file(folder / layout.binary_test_file, layout.label_bytes, layout.num_classes)
+        x_test, y_test = _cifar_binary_file(folder / layout.binary_test_file, sizes, layout.label_bytes,
+                                            layout.num_classes)
         return ImageData(name, x_train, y_train, x_test, y_test, classes, layout.binary_folder, False)
     raise ValueError(f"{base}: no {layout.python_folder} or {layout.binary_folder} folder (the CIFAR layouts of "
                      "docs/images.md)")
 
 
-def _cifar_python_batch(path: Path, labels_key: str, num_classes: int, verify: bool) -> tuple[np.ndarray, np.ndarray]:
-    entry = _expect_dict(pickle_as_data(_read(path, verify), source=str(path)), path)
+def _cifar_python_batch(path: Path, sizes: dict[Path, int], labels_key: str, num_classes: int,
+                        verify: bool) -> tuple[np.ndarray, np.ndarray]:
+    entry = _expect_dict(pickle_as_data(_read(path, sizes, verify), source=str(path)), path)
     if "data" not in entry or labels_key not in entry:
-        raise ValueError(f"{path}: expected the keys 'data' and {labels_key!r}, found {sorted(map(str, entry))}")
+        raise ValueError(f"{path}: expected the keys 'data' and {labels_key!r}, found "
+                         f"{short_repr(sorted(entry, key=short_repr))}")
     rows = _uint8_rows(entry["data"], path)
     labels = _int_labels(entry[labels_key], rows.shape[0], num_classes, path, labels_key)
     images = rows.reshape(-1, 3, CIFAR_SIDE, CIFAR_SIDE).transpose(0, 2, 3, 1)
@@ -185,14 +201,16 @@ def _cifar_python_batch(path: Path, labels_key: str, num_classes: int, verify: b
 def _uint8_rows(value: Any, path: Path) -> np.ndarray:
     """The [N, 3072] uint8 array of a pickled ``numpy.core.multiarray._reconstruct`` (the official structure)."""
     bad = f"{path}: 'data' is not a pickled uint8 array [N, {_CIFAR_PIXELS}]"
-    if not (isinstance(value, PickleCall) and value.func in _RECONSTRUCT and isinstance(value.args, tuple)
+    if not (isinstance(value, PickleCall) and isinstance(value.func, PickleGlobal) and value.func in _RECONSTRUCT
+            and isinstance(value.args, tuple)
             and len(value.args) == 3 and value.args[0] == _NDARRAY and isinstance(value.state, tuple)
             and len(value.state) == 5):
         raise ValueError(bad)
     version, shape, dtype, fortran, raw = value.state
     if not (version == 1 and isinstance(shape, tuple) and len(shape) == 2 and shape[1] == _CIFAR_PIXELS
             and isinstance(shape[0], int) and shape[0] >= 0 and fortran is False):
-        raise ValueError(f"{bad} (array header {version!r}, {shape!r}, fortran={fortran!r})")
+        raise ValueError(f"{bad} (array header {short_repr(version)}, {short_repr(shape)}, "
+                         f"fortran={short_repr(fortran)})")
     if not (isinstance(dtype, PickleCall) and dtype.func == _DTYPE and isinstance(dtype.args, tuple)
             and dtype.args[:1] == ("u1",)):
         raise ValueError(f"{bad} (dtype is not u1)")
@@ -202,20 +220,22 @@ def _uint8_rows(value: Any, path: Path) -> np.ndarray:
         raise ValueError(f"{bad} (pixel block is not a byte string)") from None
     if not isinstance(raw_bytes, bytes) or len(raw_bytes) != shape[0] * _CIFAR_PIXELS:
         raise ValueError(f"{bad} (pixel block of {len(raw_bytes) if isinstance(raw_bytes, bytes) else '?'} bytes "
-                         f"for shape {shape})")
+                         f"for shape {short_repr(shape)})")
     return np.frombuffer(raw_bytes, dtype=np.uint8).reshape(shape)
 
 
 def _int_labels(value: Any, count: int, num_classes: int, path: Path, key: str) -> np.ndarray:
     if not isinstance(value, list) or len(value) != count or not all(type(v) is int for v in value):
         raise ValueError(f"{path}: {key!r} must be a list of {count} integers")
-    labels = np.asarray(value, dtype=np.int64)
-    _check_label_range(labels, num_classes, path)
-    return labels
+    if value and (min(value) < 0 or max(value) >= num_classes):  # before numpy: a Python int may pass int64
+        raise ValueError(f"{path}: labels must lie in 0..{num_classes - 1}, found {short_repr(min(value))}.."
+                         f"{short_repr(max(value))}")
+    return np.asarray(value, dtype=np.int64)
 
 
-def _cifar_binary_file(path: Path, label_bytes: int, num_classes: int) -> tuple[np.ndarray, np.ndarray]:
-    raw = np.frombuffer(_read(path, False), dtype=np.uint8)
+def _cifar_binary_file(path: Path, sizes: dict[Path, int], label_bytes: int,
+                       num_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    raw = np.frombuffer(_read(path, sizes, False), dtype=np.uint8)
     record = label_bytes + _CIFAR_PIXELS
     if raw.size == 0 or raw.size % record:
         raise ValueError(f"{path}: {raw.size} bytes is not a whole number of {record}-byte records (truncated?)")
@@ -237,18 +257,21 @@ def load_stl10(root: str | os.PathLike, *, verify_checksums: bool = True) -> Ima
     if not folder.is_dir():
         raise ValueError(f"{folder}: no such folder (the STL-10 layout of docs/images.md)")
     verify = _should_verify(folder, verify_checksums)
-    classes = _text_names(folder / "class_names.txt", 10)
-    splits = [_stl_split(folder / f"{split}_X.bin", folder / f"{split}_y.bin", verify) for split in ("train", "test")]
+    files = ("class_names.txt", *(f"{split}_{part}.bin" for split in ("train", "test") for part in ("X", "y")))
+    sizes = _layout_sizes(folder, files, "binary")
+    classes = _text_names(folder / "class_names.txt", sizes, 10)
+    splits = [_stl_split(folder / f"{split}_X.bin", folder / f"{split}_y.bin", sizes, verify)
+              for split in ("train", "test")]
     (x_train, y_train), (x_test, y_test) = splits
     return ImageData("stl10", x_train, y_train, x_test, y_test, classes, "stl10_binary", verify)
 
 
-def _stl_split(x_path: Path, y_path: Path, verify: bool) -> tuple[np.ndarray, np.ndarray]:
-    raw = np.frombuffer(_read(x_path, verify), dtype=np.uint8)
+def _stl_split(x_path: Path, y_path: Path, sizes: dict[Path, int], verify: bool) -> tuple[np.ndarray, np.ndarray]:
+    raw = np.frombuffer(_read(x_path, sizes, verify), dtype=np.uint8)
     if raw.size == 0 or raw.size % _STL_PIXELS:
         raise ValueError(f"{x_path}: {raw.size} bytes is not a whole number of {_STL_PIXELS}-byte images (truncated?)")
     images = raw.reshape(-1, 3, STL_SIDE, STL_SIDE).transpose(0, 3, 2, 1)
-    labels = np.frombuffer(_read(y_path, verify), dtype=np.uint8).astype(np.int64)
+    labels = np.frombuffer(_read(y_path, sizes, verify), dtype=np.uint8).astype(np.int64)
     if labels.size != images.shape[0]:
         raise ValueError(f"{y_path}: {labels.size} labels for {images.shape[0]} images in {x_path.name}")
     if labels.size and (labels.min() < 1 or labels.max() > 10):
@@ -263,14 +286,25 @@ def _should_verify(folder: Path, verify_checksums: bool) -> bool:
     return verify_checksums and not (folder / GENERATED_MARKER).exists()
 
 
-def _read(path: Path, verify: bool) -> bytes:
-    """The bytes of ``path``; with ``verify``, checked against the md5 of :data:`OFFICIAL_MD5`."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ValueError(f"{path}: missing file") from None
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot be read ({one_line(exc)})") from None
+def _layout_sizes(folder: Path, files: tuple[str, ...], kind: str) -> dict[Path, int]:
+    """{path: size} of the files of a layout, checked before any is read: each a regular file (no FIFO,
+    device or link to one: :func:`ncgeom.files.regular_file_size`), and together within the memory budget
+    (2 x their bytes + :data:`_PARSE_COPIES` x the largest; ValueError naming the largest file)."""
+    sizes = {folder / f: regular_file_size(folder / f, what=f"a file of {folder.name}") for f in files}
+    largest = max(sizes, key=lambda path: sizes[path])
+    total = sum(sizes.values())
+    copies = _PARSE_COPIES[kind]
+    budget.require_file_within_budget(
+        largest, 2 * total + copies * sizes[largest],
+        what=f"reading the {len(sizes)} files of {folder.name} ({budget.format_bytes(total)} in all, this one "
+             f"{budget.format_bytes(sizes[largest])}; 2 x the files + {copies} x the largest while it is parsed)")
+    return sizes
+
+
+def _read(path: Path, sizes: dict[Path, int], verify: bool) -> bytes:
+    """The bytes of ``path`` (no more than its size in ``sizes``); with ``verify``, checked against the md5 of
+    :data:`OFFICIAL_MD5`."""
+    data = read_bounded(path, what=f"a file of {path.parent.name}", max_bytes=sizes[path])
     if verify:
         expected = OFFICIAL_MD5.get(path.parent.name, {}).get(path.name)
         if expected is not None:
@@ -293,9 +327,12 @@ def _class_names(value: Any, count: int, path: Path, key: str) -> tuple[str, ...
     return tuple(v.decode("latin-1") if isinstance(v, bytes) else v for v in value)
 
 
-def _text_names(path: Path, count: int) -> tuple[str, ...]:
+def _text_names(path: Path, sizes: dict[Path, int], count: int) -> tuple[str, ...]:
+    if sizes[path] > MAX_NAMES_BYTES:
+        raise ValueError(f"{path}: {budget.format_bytes(sizes[path])}, above the {budget.format_bytes(MAX_NAMES_BYTES)} "
+                         f"accepted for a class names file ({count} names, one per line)")
     try:
-        text = _read(path, False).decode("utf-8")
+        text = _read(path, sizes, False).decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError(f"{path}: not UTF-8 text") from None
     names = tuple(line.strip() for line in text.splitlines() if line.strip())
