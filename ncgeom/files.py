@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import logging
 import os
 import stat
 import warnings
@@ -43,7 +44,7 @@ from ncgeom import budget
 
 __all__ = ["open_regular", "regular_file_size", "read_bounded", "load_torch", "quiet_warnings", "describe_kind"]
 
-_ACCEPTED = "expected {what} in a regular file (FIFOs, devices and sockets are never read: they can block or never end)"
+_ACCEPTED = "expected a regular file (FIFOs, devices and sockets are never read: they can block or never end)"
 _KINDS = (
     (stat.S_ISFIFO, "a FIFO (named pipe)"),
     (stat.S_ISCHR, "a character device"),
@@ -61,7 +62,7 @@ def describe_kind(mode: int) -> str:
     return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
 
 
-def open_regular(path: str | os.PathLike, *, what: str = "a file") -> io.BufferedReader:
+def open_regular(path: str | os.PathLike) -> io.BufferedReader:
     """Open ``path`` for binary reading if it is a regular file (a link to one included); refuse anything else.
 
     Parameters
@@ -69,9 +70,6 @@ def open_regular(path: str | os.PathLike, *, what: str = "a file") -> io.Buffere
     path : path
         The user's file. A symbolic link is followed; a link loop, a broken link, a FIFO, a device, a
         socket or a directory is refused.
-    what : str
-        What the file should hold, with its article (``"a CIFAR batch"``, ``"an image"``), for the message.
-
     Returns
     -------
     io.BufferedReader
@@ -81,19 +79,20 @@ def open_regular(path: str | os.PathLike, *, what: str = "a file") -> io.Buffere
     ------
     ValueError
         ``<path>: no such file``, ``<path>: is a directory, not a file``, ``<path>: is a FIFO (named pipe);
-        expected ... in a regular file ...``, ``<path>: is a symbolic link loop``, ``<path>: cannot be read
-        (Permission denied)``: one line naming the path.
+        expected a regular file ...``, ``<path>: is a symbolic link to /dev/zero, a character device; ...``,
+        ``<path>: is a symbolic link loop ...``, ``<path>: cannot be read (Permission denied)``: one line
+        naming the path.
     """
     name = os.fspath(path)
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(name, flags)
     except OSError as exc:
-        raise ValueError(_open_error(name, exc, what)) from None
+        raise ValueError(_open_error(name, exc)) from None
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise ValueError(_not_regular(name, mode, what))
+            raise ValueError(_not_regular(name, mode))
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -101,9 +100,9 @@ def open_regular(path: str | os.PathLike, *, what: str = "a file") -> io.Buffere
         raise
 
 
-def regular_file_size(path: str | os.PathLike, *, what: str = "a file") -> int:
+def regular_file_size(path: str | os.PathLike) -> int:
     """The size in bytes of the regular file ``path`` (refusals as :func:`open_regular`); nothing is read."""
-    with open_regular(path, what=what) as fh:
+    with open_regular(path) as fh:
         return os.fstat(fh.fileno()).st_size
 
 
@@ -128,7 +127,7 @@ def read_bounded(path: str | os.PathLike, *, what: str = "a file", max_bytes: in
         was read.
     """
     name = os.fspath(path)
-    with open_regular(name, what=what) as fh:
+    with open_regular(name) as fh:
         size = os.fstat(fh.fileno()).st_size
         if max_bytes is None:
             budget.require_file_within_budget(name, size, what=f"reading {what} of {budget.format_bytes(size)}")
@@ -172,7 +171,7 @@ def load_torch(path: str | os.PathLike, *, what: str, expected: str, copies: int
     import torch  # heavy: only for .pt files
 
     name = os.fspath(path)
-    with open_regular(name, what="a torch.save file") as fh:
+    with open_regular(name) as fh:
         size = os.fstat(fh.fileno()).st_size
         budget.require_file_within_budget(name, copies * size, what=f"loading {what} ({copies} x its size)")
         try:
@@ -203,20 +202,31 @@ def _torch_reason(exc: Exception) -> str:
 
 
 @contextlib.contextmanager
-def quiet_warnings(*errors: type[Warning]) -> Iterator[None]:
+def quiet_warnings(*errors: type[Warning], loggers: tuple[str, ...] = ()) -> Iterator[None]:
     """Within the block, drop every warning, except the categories ``errors``, which are raised.
 
     For the parsers of untrusted bytes (Pillow, torch): a warning about a malformed input (Pillow's
     "image file is truncated", torch's notes on legacy formats) would otherwise print several lines around
     the one-line error, or around a successful read. ``errors`` turns the warnings that mean "refuse this
-    input" into exceptions the caller catches (Pillow's DecompressionBombWarning). Not thread-safe
-    (:class:`warnings.catch_warnings`); ncgeom decodes in the main thread or in worker processes.
+    input" into exceptions the caller catches (Pillow's DecompressionBombWarning). ``loggers`` are
+    silenced too (their level raised above CRITICAL): Pillow reports some malformed files with
+    ``logging.error`` (a TIFF with 2048 samples per pixel), which Python prints to stderr when the
+    application configured no logging. Not thread-safe (:class:`warnings.catch_warnings`, logger levels);
+    ncgeom decodes in the main thread or in worker processes.
     """
+    silenced = [logging.getLogger(name) for name in loggers]
+    before = [logger.level for logger in silenced]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for category in errors:
             warnings.simplefilter("error", category)
-        yield
+        for logger in silenced:  # a level above CRITICAL: its child loggers (PIL.TiffImagePlugin) inherit it
+            logger.setLevel(logging.CRITICAL + 1)
+        try:
+            yield
+        finally:
+            for logger, level in zip(silenced, before):
+                logger.setLevel(level)
 
 
 def _reason(exc: OSError) -> str:
@@ -233,18 +243,18 @@ def _link_note(name: str) -> str:
     return ""
 
 
-def _not_regular(name: str, mode: int, what: str) -> str:
+def _not_regular(name: str, mode: int) -> str:
     if stat.S_ISDIR(mode):
         return f"{name}: is a directory, not a file"
-    return f"{name}: is {_link_note(name)}{describe_kind(mode)}; {_ACCEPTED.format(what=what)}"
+    return f"{name}: is {_link_note(name)}{describe_kind(mode)}; {_ACCEPTED}"
 
 
-def _open_error(name: str, exc: OSError, what: str) -> str:
+def _open_error(name: str, exc: OSError) -> str:
     if exc.errno == errno.ENOENT:
         note = _link_note(name)
-        return f"{name}: no such file" + (f" ({note.removesuffix(', ')} that leads nowhere)" if note else "")
+        return f"{name}: no such file" + (f" ({note.removesuffix(', ')}, which does not exist)" if note else "")
     if exc.errno == errno.ELOOP:
-        return f"{name}: is a symbolic link loop (the link leads back to itself); expected {what} in a regular file"
+        return f"{name}: is a symbolic link loop (following its links never reaches a file); expected a regular file"
     if exc.errno == errno.EISDIR:
         return f"{name}: is a directory, not a file"
     if exc.errno == errno.ENXIO:  # opening a socket (or a FIFO with no reader for writing)
@@ -253,7 +263,7 @@ def _open_error(name: str, exc: OSError, what: str) -> str:
         except OSError:
             mode = 0
         if mode:
-            return _not_regular(name, mode, what)
+            return _not_regular(name, mode)
     if exc.errno == errno.ENOTDIR:
         return f"{name}: no such file (a part of the path is not a folder)"
     return f"{name}: cannot be read ({_reason(exc)})"

@@ -106,7 +106,7 @@ def array_file_headers(path: str | Path) -> dict[str, tuple[tuple[int, ...], np.
     measured in microseconds (:func:`ncgeom.budget.array_bytes` of each entry) before any allocation.
     """
     path = Path(path)
-    with open_regular(path, what="a .npy or .npz file") as fh:
+    with open_regular(path) as fh:
         magic = fh.read(6)
         fh.seek(0)
         if magic == b"\x93NUMPY":
@@ -202,7 +202,7 @@ def _one_line(exc: BaseException) -> str:
 
 def _open(path: str) -> io.BufferedReader:
     """``path`` opened if it is a regular file (:func:`ncgeom.files.open_regular`), else a one-line ValueError."""
-    return open_regular(path, what="embeddings or labels")
+    return open_regular(path)
 
 
 def _suffix(path: str) -> str:

@@ -135,7 +135,7 @@ def _decode(path: Path, size: int | None) -> np.ndarray:
     one-line ValueError naming the file, and Pillow's warnings are dropped.
     """
     data = read_bounded(path, what="an image")
-    with quiet_warnings(Image.DecompressionBombWarning):
+    with quiet_warnings(Image.DecompressionBombWarning, loggers=("PIL",)):
         try:
             with Image.open(io.BytesIO(data)) as img:
                 _check_pixels(path, img.size)

@@ -28,13 +28,17 @@ the marker file :data:`GENERATED_MARKER` (which the look-alike writers of :mod:`
 create). torchvision lists no md5 for the binary CIFAR layouts; those are checked for exact record sizes and
 label ranges only.
 
-Errors (missing folder or file, wrong layout, truncated file, md5 mismatch) are ValueError with a one-line
-message that names the file; the CLI maps them to exit code 2.
+Errors (missing folder or file, wrong layout, truncated file, md5 mismatch, a file that is not a regular
+file, a layout above the memory budget) are ValueError with a one-line message that names the file; the
+CLI maps them to exit code 2.
 
 Memory: a reader holds the whole split in memory as uint8: CIFAR-10/100 train 50000 x 3072 B = 153.6 MB
 (test 30.7 MB), STL-10 train 5000 x 27648 B = 138.2 MB (test 221.2 MB); while a CIFAR python file is parsed
-its pixel block is held about three times (file bytes, decoded string, array), 92 MB for a CIFAR-10 batch,
-460 MB for the CIFAR-100 train file.
+its pixel block is held about four times (file bytes, genops' string, the encoded bytes, the array), 124 MB
+for a CIFAR-10 batch, 620 MB for the CIFAR-100 train file. Before any file is read, every file of the
+layout is checked to be a regular file (:func:`ncgeom.files.regular_file_size`: no FIFO, device or link to
+one) and 2 x their bytes + 4 x the largest (2 x for binary records) is checked against the memory budget;
+each file is then read at exactly its checked size (:func:`ncgeom.files.read_bounded`).
 
 Why not torchvision: with the pinned CPU torch (2.13.0+cpu), PyPI's torchvision wheel is a CUDA build whose
 ``_C`` extension does not load, and ``import torchvision`` raises "operator torchvision::nms does not exist".
@@ -290,7 +294,7 @@ def _layout_sizes(folder: Path, files: tuple[str, ...], kind: str) -> dict[Path,
     """{path: size} of the files of a layout, checked before any is read: each a regular file (no FIFO,
     device or link to one: :func:`ncgeom.files.regular_file_size`), and together within the memory budget
     (2 x their bytes + :data:`_PARSE_COPIES` x the largest; ValueError naming the largest file)."""
-    sizes = {folder / f: regular_file_size(folder / f, what=f"a file of {folder.name}") for f in files}
+    sizes = {folder / f: regular_file_size(folder / f) for f in files}
     largest = max(sizes, key=lambda path: sizes[path])
     total = sum(sizes.values())
     copies = _PARSE_COPIES[kind]
