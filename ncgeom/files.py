@@ -70,6 +70,7 @@ def open_regular(path: str | os.PathLike) -> io.BufferedReader:
     path : path
         The user's file. A symbolic link is followed; a link loop, a broken link, a FIFO, a device, a
         socket or a directory is refused.
+
     Returns
     -------
     io.BufferedReader
