@@ -26,12 +26,7 @@ import functools
 import math
 import os
 import re
-import zipfile
 from collections.abc import Iterator
-from pathlib import Path
-from typing import BinaryIO
-
-import numpy as np
 
 __all__ = [
     "ENV_VAR",
@@ -51,9 +46,7 @@ __all__ = [
     "bench_bytes",
     "metrics_bytes",
     "array_bytes",
-    "npy_header",
-    "ObjectArrayError",
-    "array_file_headers",
+    "require_file_within_budget",
 ]
 
 ENV_VAR = "NCGEOM_MAX_MEMORY"
@@ -169,6 +162,20 @@ def require_parts_within_budget(parts: list[tuple[str, str, int]], *, what: str,
                          f"above the memory budget of {format_bytes(limit)}; lower {fields} or {HOW_TO_RAISE}")
 
 
+def require_file_within_budget(path: str | os.PathLike, need: float, *, what: str, budget: int | None = None) -> None:
+    """Raise ValueError if reading the file ``path`` needs more than the budget (``need`` bytes for ``what``).
+
+    The message names the file, the estimate and the budget, and says how to raise it:
+    ``<path>: <what> needs about 3 GiB, above the memory budget of 200 MiB; use a smaller file or raise the
+    budget with --max-memory SIZE or NCGEOM_MAX_MEMORY=SIZE``.
+    """
+    limit = memory_budget() if budget is None else budget
+    if need > limit:
+        raise ValueError(f"{path}: {what} needs about {format_bytes(need)}, above the memory budget of "
+                         f"{format_bytes(limit)}; use a smaller file or raise the budget with --max-memory SIZE "
+                         f"or {ENV_VAR}=SIZE")
+
+
 # --------------------------------------------------------------------------------------------------- nc-value
 def nc_value_bytes(num_negatives: int) -> int:
     """Peak bytes of :func:`ncgeom.theory.nc_value` for a built-in psi: 64 (k + 1) (O(k); no term in C)."""
@@ -208,58 +215,3 @@ def metrics_bytes(num_samples: int, dim: int, num_classes: int) -> int:
 def array_bytes(shape, itemsize: int) -> int:
     """Bytes of an array of ``shape`` (Python ints: no overflow) and ``itemsize``."""
     return math.prod(int(s) for s in shape) * int(itemsize)
-
-
-# --------------------------------------------------------------------------------------------------- files
-class ObjectArrayError(ValueError):
-    """A .npy header declares an object dtype: reading it would unpickle, which ncgeom never does."""
-
-
-def npy_header(fh: BinaryIO, *, where: str) -> tuple[tuple[int, ...], np.dtype]:
-    """(shape, dtype) declared by the .npy header at the position of ``fh``, read without the data.
-
-    ValueError naming ``where`` for a file that is not .npy (versions 1.0 and 2.0) or declares an object
-    dtype (loading it would unpickle).
-    """
-    try:
-        version = np.lib.format.read_magic(fh)
-        if version == (1, 0):
-            shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
-        elif version == (2, 0):
-            shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
-        else:
-            raise ValueError(f"unsupported .npy format version {version[0]}.{version[1]}")
-    except (ValueError, EOFError, OSError) as exc:
-        raise ValueError(f"{where}: not a .npy array ({' '.join(str(exc).split())})") from None
-    if dtype.hasobject:
-        raise ObjectArrayError(f"{where}: holds Python objects (dtype {dtype}); only numeric arrays are read "
-                               "(never unpickled)")
-    return tuple(int(s) for s in shape), dtype
-
-
-def array_file_headers(path: str | Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-    """{name: (shape, dtype)} of the arrays of a .npy (name "") or .npz file, from their headers only.
-
-    Nothing is decompressed beyond each member's header, so a small .npz declaring 16 GB of arrays is
-    measured in microseconds (:func:`array_bytes` of each entry) before any allocation.
-    """
-    path = Path(path)
-    with open(path, "rb") as fh:
-        magic = fh.read(6)
-        fh.seek(0)
-        if magic == b"\x93NUMPY":
-            return {"": npy_header(fh, where=str(path))}
-    try:
-        archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise ValueError(f"{path}: neither a .npy array nor a .npz archive ({' '.join(str(exc).split())})") from None
-    out = {}
-    with archive:
-        for info in archive.infolist():
-            name = info.filename[: -len(".npy")] if info.filename.endswith(".npy") else info.filename
-            try:
-                with archive.open(info) as member:
-                    out[name] = npy_header(member, where=f"{path}: member {info.filename!r}")  # type: ignore[arg-type]
-            except (zipfile.BadZipFile, NotImplementedError, RuntimeError, EOFError) as exc:
-                raise ValueError(f"{path}: member {info.filename!r} unreadable ({' '.join(str(exc).split())})") from None
-    return out

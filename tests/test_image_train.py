@@ -1,6 +1,6 @@
 """Training ResNet encoders on image data sets (ncgeom.runs.images, issue 13 items 1-4).
 
-Every data set is generated (ncgeom.data.images' writers); nothing touches the network: --download is
+Every data set is generated (ncgeom.testing.images' writers); nothing touches the network: --download is
 tested with a file:// URL of a generated archive (ARCHIVES monkeypatched). The acceptance commands,
 the resume and the layouts train a real ResNet-18 on a few images, which takes tens of seconds on the
 2-core machine: those tests are marked slow.
@@ -18,14 +18,14 @@ import pytest
 import torch
 from numpy.testing import assert_allclose, assert_array_equal
 
-import ncgeom.data.download as download
+import ncgeom.data.images.download as download
 import ncgeom.runs.budget as run_budget
 import ncgeom.runs.checkpoint as checkpoints
 import ncgeom.runs.image_data as image_data
 import ncgeom.runs.images as image_train
 from ncgeom.campaigns.plan import plan_units
 from ncgeom.cli.main import main
-from ncgeom.data import load_image_data, write_cifar_like, write_image_folder, write_stl10_like
+from ncgeom.data import load_image_data
 from ncgeom.data.augment import standardize, to_float_images
 from ncgeom.metrics import class_means, nc_metrics, ncc_accuracy
 from ncgeom.metrics.record import METRIC_NAMES
@@ -35,6 +35,7 @@ from ncgeom.runs import Config, run
 from ncgeom.runs.config import LATE_FIELDS, config_from_dict
 from ncgeom.runs.integrity import check_run
 from ncgeom.runs.records import EpochRecord, RunSummary, load_history
+from ncgeom.testing.images import write_cifar_like, write_image_folder, write_stl10_like
 
 EPS = np.finfo(np.float64).eps
 

@@ -1,6 +1,6 @@
-"""Image readers (ncgeom.data.images) and the inert pickle reader (ncgeom.data.inert_pickle), on small generated data.
+"""Image readers (ncgeom.data.images) and the inert pickle reader (ncgeom.data.images.inert_pickle), on small generated data.
 
-Nothing here touches the network or the official files: every data set is written by the module's writers or
+Nothing here touches the network or the official files: every data set is written by ncgeom.testing.images or
 byte by byte in the test (the naive references of the pixel orders).
 """
 
@@ -25,11 +25,9 @@ from ncgeom.data.images import (
     load_image_data,
     load_image_folder,
     load_stl10,
-    write_cifar_like,
-    write_image_folder,
-    write_stl10_like,
 )
-from ncgeom.data.inert_pickle import PickleCall, PickleGlobal, pickle_as_data, py2_pickle
+from ncgeom.data.images.inert_pickle import PickleCall, PickleGlobal, pickle_as_data, py2_pickle
+from ncgeom.testing.images import write_cifar_like, write_image_folder, write_stl10_like
 from ncgeom.vocabulary import IMAGE_DATASETS
 
 
@@ -224,10 +222,12 @@ def test_py2_pickle_refuses_unknown_types():
 def test_no_unpickling_in_readers():
     """Project rule: no pickle.load(s), Unpickler, numpy/torch load of a pickle in the image readers."""
     forbidden = re.compile(r"pickle\.loads?\(|Unpickler|allow_pickle\s*=\s*True|np\.load\(|torch\.load\(")
-    root = Path(images.__file__).parent
-    for name in ("images.py", "inert_pickle.py", "augment.py"):
-        hits = forbidden.findall((root / name).read_text())
-        assert not hits, f"{name}: {hits}"
+    package = Path(images.__file__).parent
+    files = [*sorted(package.glob("*.py")), package.parent / "augment.py"]
+    assert {f.name for f in files} >= {"readers.py", "folder.py", "inert_pickle.py", "download.py", "augment.py"}
+    for path in files:
+        hits = forbidden.findall(path.read_text())
+        assert not hits, f"{path.name}: {hits}"
 
 
 # --- checksums --------------------------------------------------------------------------------------
@@ -280,7 +280,7 @@ def test_missing_folder_and_layout(tmp_path):
 def test_missing_file(tmp_path):
     write_cifar_like(tmp_path, num_per_class=1, rng=_rng())
     (tmp_path / "cifar-10-batches-py" / "data_batch_4").unlink()
-    with pytest.raises(ValueError, match=r"data_batch_4: missing file"):
+    with pytest.raises(ValueError, match=r"data_batch_4: no such file"):
         load_cifar(tmp_path)
 
 
@@ -402,3 +402,19 @@ def test_dispatch_validation(tmp_path):
         load_image_data("cifar10", tmp_path, size=32)
     with pytest.raises(ValueError, match="rng must be a numpy.random.Generator"):
         write_cifar_like(tmp_path, rng=0)
+
+
+# --- package layout -------------------------------------------------------------------------------------
+def test_fixture_writers_live_in_testing_not_in_the_readers():
+    import ncgeom.data
+    import ncgeom.testing
+    import ncgeom.testing.images
+    import ncgeom.testing.strategies
+
+    for name in ("write_cifar_like", "write_stl10_like", "write_image_folder"):
+        assert not hasattr(images, name) and name not in images.__all__
+        assert not hasattr(ncgeom.data, name) and name not in ncgeom.data.__all__
+        assert callable(getattr(ncgeom.testing.images, name))
+    assert ncgeom.testing.__all__ == ncgeom.testing.strategies.__all__
+    for name in ncgeom.testing.__all__:
+        assert getattr(ncgeom.testing, name) is getattr(ncgeom.testing.strategies, name)

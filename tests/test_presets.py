@@ -20,7 +20,7 @@ from ncgeom.campaigns.claims import ALL_CLAIMS, CLAIMS, PRESETS, claim_of_spec, 
 from ncgeom.campaigns.plan import sweep_configs
 from ncgeom.campaigns.spec import expand, load_spec, spec_names
 from ncgeom.cli.main import main
-from ncgeom.data import write_cifar_like
+from ncgeom.testing.images import write_cifar_like
 from ncgeom.vocabulary import effective_beta
 
 AUTHORS = dict(dataset="cifar100", classes=100, model="resnet50", norm="ball", tau=1.0, positives="label",

@@ -223,9 +223,9 @@ DAMAGE = {
     "summary_truncated": ("summary.json", "JSONDecodeError"),
     "config_other": ("config.json", "the config differs from the expected one (lr = "),
     "embeddings_missing": ("embeddings.npz", "missing"),
-    "embeddings_truncated": ("embeddings.npz", "BadZipFile"),
+    "embeddings_truncated": ("embeddings.npz", "File is not a zip file"),
     "embeddings_wrong_shape": ("embeddings.npz", "z is float64 [17, 2], expected shape [18, 2]"),
-    "embeddings_pickled": ("embeddings.npz", "z is object [2], expected shape [18, 2]"),
+    "embeddings_pickled": ("embeddings.npz", "holds Python objects (dtype object)"),
 }
 
 

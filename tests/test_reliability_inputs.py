@@ -30,6 +30,7 @@ from conftest import run_main
 from ncgeom import budget
 from ncgeom.campaigns.spec import MAX_GRID_RUNS, MAX_SPEC_BYTES, spec_from_dict
 from ncgeom.cli.main import main
+from ncgeom.data.embeddings import array_file_headers
 from ncgeom.runs import budget as run_budget
 from ncgeom.runs.config import Config, config_from_dict
 from ncgeom.theory import nc_value
@@ -595,7 +596,7 @@ def test_parse_and_format_sizes():
 
 
 def test_npz_headers_are_read_without_the_data(tmp_path):
-    headers = budget.array_file_headers(_bomb_npz(tmp_path / "b.npz"))
+    headers = array_file_headers(_bomb_npz(tmp_path / "b.npz"))
     shape, dtype = headers["z"]
     assert shape == (2**31, 2) and dtype == np.dtype("<f4")
     assert budget.array_bytes(shape, dtype.itemsize) == 16 * 2**30

@@ -118,7 +118,7 @@ def _load_file(path: str) -> dict:
 
 def _download(values: dict, *, progress: bool) -> None:
     """--download: the official archive of values' dataset into its data_dir (ValueError otherwise)."""
-    from ncgeom.data.download import ARCHIVES, download_image_data
+    from ncgeom.data.images.download import ARCHIVES, download_image_data
 
     dataset, data_dir = values.get("dataset"), values.get("data_dir")
     if dataset not in ARCHIVES:

@@ -7,10 +7,11 @@
   (SimCLR-style) batch that feeds noise positives to the label-based batch loss.
 - :mod:`ncgeom.data.batches`: class-balanced batch sampling, and shuffled batches (a DataLoader's).
 - :mod:`ncgeom.data.digits`: scikit-learn's bundled digits (offline real data, docs/theory.md section 9 claim 5).
-- :mod:`ncgeom.data.images`: CIFAR-10/100, STL-10 and ImageFolder readers and look-alike writers
-  (docs/images.md); :mod:`ncgeom.data.augment`: the SimCLR augmentations on batches of images;
-  :mod:`ncgeom.data.download`: the official archives, fetched and checked (``ncgeom train --download``).
-  Their names are imported on first use (Pillow, torch), so ``import ncgeom.data`` stays light.
+- :mod:`ncgeom.data.images`: CIFAR-10/100, STL-10 and ImageFolder readers (docs/images.md), and
+  :mod:`ncgeom.data.images.download`: the official archives, fetched and checked (``ncgeom train
+  --download``); :mod:`ncgeom.data.augment`: the SimCLR augmentations on batches of images. Their names are
+  imported on first use (Pillow, torch), so ``import ncgeom.data`` stays light. The look-alike data sets
+  of the tests are written by :mod:`ncgeom.testing.images`.
 
 All randomness comes from an explicit ``numpy.random.Generator`` (``rng=``) or ``torch.Generator``
 (``generator=``).
@@ -50,9 +51,6 @@ __all__ = [
     "epoch_batches",
     "ImageData",
     "load_image_data",
-    "write_image_folder",
-    "write_cifar_like",
-    "write_stl10_like",
     "simclr_augment",
     "two_views",
     "standardize",
@@ -61,10 +59,9 @@ __all__ = [
 
 # name -> module: imported on first use (Pillow for the readers, torch for the augmentations)
 _LAZY = {
-    **dict.fromkeys(("ImageData", "load_image_data", "write_image_folder", "write_cifar_like", "write_stl10_like"),
-                    "ncgeom.data.images"),
+    **dict.fromkeys(("ImageData", "load_image_data"), "ncgeom.data.images"),
     **dict.fromkeys(("simclr_augment", "two_views", "standardize"), "ncgeom.data.augment"),
-    "download_image_data": "ncgeom.data.download",
+    "download_image_data": "ncgeom.data.images.download",
 }
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ncgeom.atomic_io import atomic_write_bytes
+from ncgeom.data.embeddings import array_file_headers
 from ncgeom.runs.config import Config
 from ncgeom.validate import one_line_error
 
@@ -49,34 +50,26 @@ def check_embeddings(run_dir: str | Path, config: Config) -> str | None:
     path = Path(run_dir) / EMBEDDINGS_FILE
     n, d = (None if config.is_image else config.num_train), config.embedding_dim  # image runs: any M rows
     want: dict[str, tuple[tuple[int | None, ...], str]] = {"z": ((n, d), "f"), "labels": ((n,), "iu")}
-    rows = set()
     where = EMBEDDINGS_FILE
     if not path.is_file():
         return f"{where}: missing"
     try:
-        with zipfile.ZipFile(path) as archive:
-            members = sorted(archive.namelist())
-            if members != sorted(f"{k}.npy" for k in want):
-                return f"{where}: members {members}, expected z.npy and labels.npy"
-            for key, (shape, kinds) in want.items():
-                with archive.open(f"{key}.npy") as handle:  # header only: no data read yet
-                    version = np.lib.format.read_magic(handle)
-                    if version not in _HEADER_READERS:
-                        return f"{where}: {key}.npy has format version {version}, expected 1.0 or 2.0 (np.savez)"
-                    header_shape, _, dtype = _HEADER_READERS[version](handle)
-                got = tuple(header_shape)
-                if (dtype.hasobject or dtype.kind not in kinds or len(got) != len(shape)
-                        or any(want_k is not None and g != want_k for g, want_k in zip(got, shape))):
-                    return f"{where}: {key} is {dtype} {list(header_shape)}, expected shape {list(shape)} of kind {kinds!r}"
-                rows.add(got[0])
-            if len(rows) != 1:
-                return f"{where}: z and labels have different numbers of rows ({sorted(rows)})"
+        headers = array_file_headers(path)  # a regular file; the headers only, nothing unpickled
+        members = sorted(f"{k}.npy" for k in headers)
+        if members != sorted(f"{k}.npy" for k in want):
+            return f"{where}: members {members}, expected z.npy and labels.npy"
+        rows = set()
+        for key, (shape, kinds) in want.items():
+            got, dtype = headers[key]
+            if (dtype.kind not in kinds or len(got) != len(shape)
+                    or any(want_k is not None and g != want_k for g, want_k in zip(got, shape))):
+                return f"{where}: {key} is {dtype} {list(got)}, expected shape {list(shape)} of kind {kinds!r}"
+            rows.add(got[0])
+        if len(rows) != 1:
+            return f"{where}: z and labels have different numbers of rows ({sorted(rows)})"
         with np.load(path, allow_pickle=False) as data:  # sizes checked above; CRC errors surface here
             for key in want:
                 data[key]
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
         return f"{where}: {one_line_error(exc, path)}"
     return None
-
-
-_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}

@@ -30,8 +30,8 @@ import urllib.request
 from pathlib import Path
 from typing import NamedTuple
 
-from ncgeom.data.images import OFFICIAL_MD5
-from ncgeom.data.inert_pickle import one_line
+from ncgeom.data.images.inert_pickle import one_line
+from ncgeom.data.images.readers import OFFICIAL_MD5
 from ncgeom.validate import require_choice
 
 __all__ = ["Archive", "ARCHIVES", "download_image_data"]
