@@ -85,6 +85,8 @@ __all__ = [
     "DeviceType",
     "DEVICE_TYPES",
     "device_type",
+    "GeometryOutcome",
+    "GEOMETRY_OUTCOMES",
     "Verdict",
     "VERDICTS",
     "Evidence",
@@ -279,6 +281,11 @@ CHECK_STATUSES: tuple[CheckStatus, ...] = ("pass", "fail", "unresolved", "info")
 # fails on one (the hypothesis is needed).
 AblationOutcome = Literal["holds", "fails"]
 ABLATION_OUTCOMES: tuple[AblationOutcome, ...] = ("holds", "fails")
+
+
+# --- the geometry of embeddings in one word (ncgeom.metrics.outcome; docs/theory.md, sections 8-9) ---------
+GeometryOutcome = Literal["NC", "DC", "neither", "undefined"]
+GEOMETRY_OUTCOMES: tuple[GeometryOutcome, ...] = ("NC", "DC", "neither", "undefined")
 
 
 # --- claims (docs/theory.md, section 9) -----------------------------------------------------------

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ncgeom.metrics.outcome import DC_SPECTRUM, NC_ETF, NC_WITHIN
 from ncgeom.vocabulary import Verdict, effective_beta, is_hard, is_supervised, plain_setting
 
 __all__ = [
@@ -36,10 +37,7 @@ __all__ = [
     "Estimate", "mean_interval", "combine_verdicts", "ClaimRecord", "EVALUATIONS",
 ]
 
-NC_ETF = 0.05
-NC_WITHIN = 0.05
 NC_REL_GAP = 0.01
-DC_SPECTRUM = 1e-2
 CONFIDENCE = 0.95
 MIN_SEEDS = 2  # the fewest seeds with a t-interval (n - 1 >= 1 degree of freedom)
 INTERVAL_METHOD = "student-t 95% of the mean over seeds (n-1 dof)"

@@ -10,6 +10,8 @@ experiment histories:
 - ``spectral``: spectrum (class-mean covariance), rankme (garrido2023rankme);
 - ``ncc``: ncc_accuracy (inner-product nearest class mean; train means on test data);
 - ``record``: :func:`nc_metrics` -> :class:`NCMetrics` (all of them, ``.to_dict()``);
+- ``outcome``: :func:`classify_geometry`, NC / DC / neither with the thresholds of every rule (NC_ETF, NC_WITHIN,
+  DC_SPECTRUM);
 - ``streaming``: the same metrics on batches in O(C d + d^2) memory (:func:`streaming_nc_metrics`,
   :func:`accumulate_moments`, :func:`streaming_ncc_accuracy`, :func:`encoded_batches`).
 
@@ -44,6 +46,7 @@ from ncgeom.metrics.field_streaming import (
 from ncgeom.metrics.groups import class_means
 from ncgeom.metrics.hypersphere import HYPERSPHERICAL_STATISTICS, alignment, hyperspherical_uniformity, uniformity
 from ncgeom.metrics.ncc import ncc_accuracy
+from ncgeom.metrics.outcome import DC_SPECTRUM, NC_ETF, NC_WITHIN, classify_geometry
 from ncgeom.metrics.record import METRIC_NAMES, NCMetrics, nc_metrics
 from ncgeom.metrics.spectral import RANKME_EPS, rankme, spectrum
 from ncgeom.metrics.streaming import (
@@ -61,6 +64,10 @@ from ncgeom.metrics.streaming import (
 from ncgeom.metrics.variability import cdnv, cdnv_matrix
 
 __all__ = [
+    "classify_geometry",
+    "NC_ETF",
+    "NC_WITHIN",
+    "DC_SPECTRUM",
     "unit_norm",
     "zero_sum",
     "equal_inner_product",

@@ -5,14 +5,22 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from ncgeom.data.images.folder import ImageFolderIndex
+__all__ = ["ImageData", "LazyImages", "existing_folder"]
 
-__all__ = ["ImageData", "existing_folder"]
+
+class LazyImages(Protocol):
+    """Images decoded on demand (:class:`ncgeom.data.images.folder.ImageFolderIndex` is one): ``len``, one image
+    by index, and a batch of indices as uint8 [b, H, W, 3]."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: Any) -> np.ndarray: ...
+
+    def load(self, indices: Any) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -24,7 +32,7 @@ class ImageData:
     name : str
         One of ``IMAGE_DATASETS``.
     x_train, x_test : numpy.ndarray or ImageFolderIndex
-        uint8 images [N, H, W, 3] (RGB, channels last), or a lazily decoding :class:`ImageFolderIndex`.
+        uint8 images [N, H, W, 3] (RGB, channels last), or a lazily decoding :class:`LazyImages` (an :class:`~ncgeom.data.images.folder.ImageFolderIndex`).
     y_train, y_test : numpy.ndarray
         int64 labels [N] in {0..C-1}.
     classes : tuple of str
@@ -36,9 +44,9 @@ class ImageData:
     """
 
     name: str
-    x_train: np.ndarray | ImageFolderIndex = field(repr=False)
+    x_train: np.ndarray | LazyImages = field(repr=False)
     y_train: np.ndarray = field(repr=False)
-    x_test: np.ndarray | ImageFolderIndex = field(repr=False)
+    x_test: np.ndarray | LazyImages = field(repr=False)
     y_test: np.ndarray = field(repr=False)
     classes: tuple[str, ...]
     layout: str
