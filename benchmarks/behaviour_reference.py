@@ -363,10 +363,14 @@ def main() -> int:
     cmp_ = sub.add_parser("compare", help="compare two recorded folders (exit 1 on any difference)")
     cmp_.add_argument("a", type=Path)
     cmp_.add_argument("b", type=Path)
+    cmp_.add_argument("--ignore", default="", metavar="KEYS",
+                      help="comma-separated JSON keys added or changed on purpose since A (left out like the timings)")
     args = parser.parse_args()
     if args.command == "record":
         record(args.out.absolute())
         return 0
+    global VOLATILE_KEYS
+    VOLATILE_KEYS = VOLATILE_KEYS | {k for k in args.ignore.split(",") if k}
     return compare(args.a, args.b)
 
 

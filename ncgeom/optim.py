@@ -82,6 +82,21 @@ class StackedAdam:
         self._slices = [(p.detach().unbind(0), m.unbind(0), v.unbind(0))
                         for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True)]
 
+    def select(self, runs: Sequence[int], params: Sequence[torch.Tensor]) -> StackedAdam:
+        """A StackedAdam over ``params`` (the stacked parameters cut to ``runs``, in that order) that continues
+        this one's state for those runs: their moments, step counts, lr and weight decay. A run's updates depend
+        only on its own slices (module docstring), so the runs kept go on exactly as they would have."""
+        index = list(runs)
+        kept = StackedAdam(params, lr=[self.lr[r] for r in index], weight_decay=[self.weight_decay[r] for r in index],
+                           betas=self.betas, eps=self.eps)
+        with torch.no_grad():
+            for i in range(len(self.params)):
+                kept.exp_avg[i].copy_(self.exp_avg[i][index])
+                kept.exp_avg_sq[i].copy_(self.exp_avg_sq[i][index])
+                kept._step[i].copy_(self._step[i])
+        kept.steps = self.steps
+        return kept
+
     def zero_grad(self) -> None:
         for p in self.params:
             p.grad = None

@@ -43,6 +43,7 @@ __all__ = [
     "CONVENTIONS",
     "ModelKind",
     "MODEL_KINDS",
+    "LAYERED_MODELS",
     "Dataset",
     "DATASETS",
     "ImageDataset",
@@ -63,6 +64,8 @@ __all__ = [
     "BATCHINGS",
     "Scale",
     "SCALES",
+    "SeedSet",
+    "SEED_SETS",
     "Engine",
     "ENGINES",
     "DEFAULT_ENGINE",
@@ -82,6 +85,12 @@ __all__ = [
     "CHECK_STATUSES",
     "AblationOutcome",
     "ABLATION_OUTCOMES",
+    "ConvergenceState",
+    "CONVERGENCE_STATES",
+    "StopRule",
+    "STOP_RULES",
+    "StopReason",
+    "STOP_REASONS",
     "DeviceType",
     "DEVICE_TYPES",
     "device_type",
@@ -164,8 +173,11 @@ Domain = Literal["ball", "sphere"]
 DOMAINS: tuple[Domain, ...] = ("ball", "sphere")  # the normalizations the theorems allow
 
 # --- experiments (docs/experiments.md) ------------------------------------------------------------
-ModelKind = Literal["unconstrained", "linear", "mlp"]
-MODEL_KINDS: tuple[ModelKind, ...] = ("unconstrained", "linear", "mlp")
+# deep_linear: ``depth`` linear layers without activations (a linear map factored into layers: the setting in which
+# jing2022understanding explain dimensional collapse by the interplay of the layers' weight matrices).
+ModelKind = Literal["unconstrained", "linear", "mlp", "deep_linear"]
+MODEL_KINDS: tuple[ModelKind, ...] = ("unconstrained", "linear", "mlp", "deep_linear")
+LAYERED_MODELS: tuple[ModelKind, ...] = ("mlp", "deep_linear")  # the kinds with hidden_dim and depth
 Dataset = Literal["gaussian", "digits"]
 DATASETS: tuple[Dataset, ...] = ("gaussian", "digits")
 # Image data sets (docs/images.md): read from files by ncgeom.data.images, encoded by ncgeom.models.resnet.
@@ -204,6 +216,10 @@ BATCHINGS: tuple[Batching, ...] = ("balanced", "shuffle")
 # default, minutes on two cores), ``full`` (the paper-scale settings, CPU-hours).
 Scale = Literal["tiny", "quick", "full"]
 SCALES: tuple[Scale, ...] = ("tiny", "quick", "full")
+# The seeds a sweep trains (docs/theory.md, section 9, "Confirmatory seeds"): those its setup and rules were explored
+# on, or the fresh ones its verdicts are reported on (the default; a spec's plain ``seeds`` are these).
+SeedSet = Literal["confirmatory", "exploratory"]
+SEED_SETS: tuple[SeedSet, ...] = ("confirmatory", "exploratory")
 
 
 # How a sweep trains its runs (docs/experiments.md, "Engines"): "stacked" (runs of equal shapes as one
@@ -281,6 +297,20 @@ CHECK_STATUSES: tuple[CheckStatus, ...] = ("pass", "fail", "unresolved", "info")
 # fails on one (the hypothesis is needed).
 AblationOutcome = Literal["holds", "fails"]
 ABLATION_OUTCOMES: tuple[AblationOutcome, ...] = ("holds", "fails")
+
+
+# --- convergence (docs/theory.md, section 9, "Convergence"; ncgeom.runs.convergence) -----------------------
+# Where a run stands at a metric epoch, by a measure that does not refer to the NC value: converged (the gradient
+# of its training objective has fallen and its loss and deciding metrics stopped moving), still moving, stalled
+# (the metrics stopped moving while the gradient did not fall), undetermined (too few metric epochs to judge).
+ConvergenceState = Literal["converged", "still moving", "stalled", "undetermined"]
+CONVERGENCE_STATES: tuple[ConvergenceState, ...] = ("converged", "still moving", "stalled", "undetermined")
+# When a run stops (a Config's ``stop``): at its epoch budget, or as soon as it has converged (the budget a cap).
+StopRule = Literal["budget", "converged"]
+STOP_RULES: tuple[StopRule, ...] = ("budget", "converged")
+# Why a run stopped (summary.json): its budget was spent, it converged (stop="converged"), or it diverged.
+StopReason = Literal["budget", "converged", "diverged"]
+STOP_REASONS: tuple[StopReason, ...] = ("budget", "converged", "diverged")
 
 
 # --- the geometry of embeddings in one word (ncgeom.metrics.outcome; docs/theory.md, sections 8-9) ---------

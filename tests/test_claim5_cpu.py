@@ -33,8 +33,9 @@ def test_registered_next_to_the_digits_spec():
     assert list(CLAIMS).index(CLAIM) == list(CLAIMS).index("5") + 1
 
 
-@pytest.mark.parametrize(("scale", "seeds"), [("quick", 3), ("full", 5)])
+@pytest.mark.parametrize(("scale", "seeds"), [("quick", {10, 11, 12}), ("full", {10, 11, 12, 13, 14})])
 def test_every_run_is_the_dc_prone_setup_with_a_paired_baseline(scale, seeds):
+    """The confirmatory seeds (fresh: the setup was chosen after exploring seeds 0-4, docs/theory.md section 9)."""
     configs = expand(claim_spec(CLAIM), scale=scale)
     for c in configs:
         assert (c.norm, c.tau, c.embedding_dim, c.positives, c.dataset) == ("ball", 1.0, c.classes - 1, "label", "gaussian")
@@ -44,7 +45,7 @@ def test_every_run_is_the_dc_prone_setup_with_a_paired_baseline(scale, seeds):
     by_point: dict[tuple[str, float], set[int]] = {}
     for c in configs:
         by_point.setdefault((c.setting, effective_beta(c.setting, c.beta)), set()).add(c.seed)
-    assert all(s == set(range(seeds)) for s in by_point.values())  # each hard run has its baseline's seed
+    assert all(s == seeds for s in by_point.values())  # each hard run has its baseline's seed
     for setting, _ in points:
         if is_hard(setting):
             assert (plain_setting(setting), 0.0) in points

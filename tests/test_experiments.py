@@ -14,7 +14,8 @@ from ncgeom.runs import Config, EpochRecord, RunSummary, config_fields, load_run
 from ncgeom.theory import batch_nc_value
 
 TINY = dict(classes=3, samples_per_class=6, batch_size=18, epochs=3, lr=0.05)
-HISTORY_KEYS = {"epoch", "loss", "nc_value", "gap", "test_ncc_accuracy", "metrics", "mean_norm", "time_s"}
+HISTORY_KEYS = {"epoch", "loss", "nc_value", "gap", "test_ncc_accuracy", "metrics", "mean_norm", "time_s", "probe_loss",
+                "grad_norm"}
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: one torch and one BLAS thread

@@ -11,7 +11,7 @@ import pytest
 import ncgeom.campaigns.executors as executors
 import ncgeom.campaigns.sweep as sweep
 import ncgeom.campaigns.units as units
-from ncgeom.campaigns.claims import ALL_CLAIMS, PRESETS
+from ncgeom.campaigns.claims import ALL_CLAIMS, PRESETS, ClaimResult
 from ncgeom.campaigns.spec import expand, load_spec, run_name, spec_from_dict, spec_names
 from ncgeom.campaigns.sweep import run_sweep
 from ncgeom.cli.main import main
@@ -278,7 +278,8 @@ def test_cli_sweep_lists_and_runs_a_shipped_spec_by_name(tmp_path, capsys, monke
     rc = main(["sweep", "claim8_batch_size", "--scale", "tiny", "--out", "c8", "--quiet"])
     out = capsys.readouterr().out
     assert rc == 0 and "claim8_batch_size: 2/2 runs finished" in out and "claim 8 |" in out
-    verdicts = json.loads((tmp_path / "c8" / "claim.json").read_text())
-    assert {v["claim"] for v in verdicts} == {"8"} and verdicts[-1]["setting"] == "overall"
+    saved = ClaimResult.read(tmp_path / "c8" / "claim.json")  # the format of claims/<id>.json, one owner
+    assert {r.claim for r in saved.rows} == {"8"} and saved.rows[-1].setting == "overall"
+    assert saved.seeds == "confirmatory" and saved.scale == "tiny"
     assert main(["sweep", "--out", "x"]) == 2
     assert "give a spec" in capsys.readouterr().err

@@ -1,14 +1,13 @@
 """The claims of docs/theory.md, section 9: each a shipped sweep spec plus an evaluation into verdict rows.
 
-Each :class:`Claim` names its spec (``ncgeom/campaigns/specs/<spec>.toml``, scales tiny/quick/full)
-and an evaluation (:mod:`ncgeom.campaigns.evaluations`, where the NC and DC thresholds and the verdict
-rules are stated) that turns the finished runs' summaries into :class:`ClaimRecord` rows: each row decides
-on the mean over seeds of its grid point, with a 95 % interval (``n_seeds``, ``interval``,
-``interval_method``; docs/theory.md, section 9, "Verdict rules"). A claim may be tested on a second setup
-under its own id: ``5`` is claim 5 on scikit-learn's digits, ``5cpu`` the same rule on a harder
-CPU-sized Gaussian mixture (C = 100, d = 99) where test accuracy is not saturated. :func:`run_claims` runs the
-sweeps of several claims on one executor and writes one :class:`ClaimResult` file per claim,
-``OUT/claims/<id>.json``; ``ncgeom reproduce`` and ``ncgeom sweep`` use it.
+Each :class:`Claim` owns its id and its statement, names its spec (``ncgeom/campaigns/specs/<spec>.toml``, scales
+tiny/quick/full) and its rule (:mod:`ncgeom.campaigns.evaluations`, decided with :mod:`ncgeom.campaigns.rules`),
+which turns the finished runs' summaries into :class:`ClaimRecord` rows, and says whether its setup was chosen
+after exploration. A claim may be tested on a second setup under its own id: ``5`` is claim 5 on scikit-learn's
+digits (context: its baselines leave no room for the claimed gain), ``5cpu`` the same rule on a harder CPU-sized
+Gaussian mixture (C = 100, d = 99). :func:`run_claims` runs the sweeps of several claims on one executor, on their
+confirmatory seeds by default, and writes one :class:`ClaimResult` file per claim, ``OUT/claims/<id>.json``;
+``ncgeom reproduce`` and ``ncgeom sweep`` use it.
 """
 
 from __future__ import annotations
@@ -24,19 +23,20 @@ from typing import Any
 from tqdm import tqdm
 
 from ncgeom.atomic_io import atomic_write_json, read_json
-from ncgeom.campaigns.evaluations import EVALUATIONS, ClaimRecord
+from ncgeom.campaigns.evaluations import EVALUATIONS
 from ncgeom.campaigns.executors import make_executor
 from ncgeom.campaigns.plan import check_devices, sweep_configs
+from ncgeom.campaigns.rules import ClaimRecord, overall_row
 from ncgeom.campaigns.spec import SweepSpec, load_spec
 from ncgeom.campaigns.sweep import RunRecord, SweepResult, count_finished, run_sweep
 from ncgeom.locking import folder_lock
 from ncgeom.runs.records import RunSummary, load_runs
-from ncgeom.validate import require_choice
-from ncgeom.vocabulary import DEFAULT_ENGINE, SCALES, Engine, Verdict
+from ncgeom.validate import require_choice, require_keys
+from ncgeom.vocabulary import DEFAULT_ENGINE, SCALES, SEED_SETS, Engine, SeedSet, Verdict
 
 __all__ = [
     "Claim", "CLAIMS", "PRESETS", "ALL_CLAIMS", "claim_of_spec", "ClaimRecord", "ClaimResult", "claim_spec", "evaluate_claim", "load_summaries",
-    "run_claims", "records_markdown", "verdict_text", "claim_run_counts",
+    "run_claims", "records_markdown", "records_text", "verdict_text", "claim_run_counts",
 ]
 
 
@@ -46,17 +46,21 @@ class Claim:
 
     ``rule(claim_id, summaries)`` turns a sweep's run summaries into verdict rows labelled ``claim_id``
     (:mod:`ncgeom.campaigns.evaluations`); a claim tested on a second setup (claim 5 on digits and on a CPU-sized
-    setup, the paper presets) has its own id and the same rule.
+    setup, the paper presets) has its own id and the same rule. ``explored``: how the setup was chosen after
+    exploration (docs/results.md), None when it was fixed before any run.
     """
 
     id: str
     statement: str
     spec: str
-    rule: Callable[[str, list[RunSummary]], list[ClaimRecord]] = field(repr=False)
+    rule: Callable[[str, Sequence[RunSummary]], list[ClaimRecord]] = field(repr=False)
+    explored: str | None = None
 
-    def evaluate(self, summaries: list[RunSummary]) -> list[ClaimRecord]:
-        """The verdict rows of this claim on ``summaries`` (:attr:`rule` with this claim's id)."""
-        return self.rule(self.id, summaries)
+    def evaluate(self, summaries: Sequence[RunSummary]) -> list[ClaimRecord]:
+        """The verdict rows of this claim on ``summaries``: :attr:`rule`'s rows, then the overall row, whose
+        expected text is this claim's statement."""
+        rows = self.rule(self.id, summaries)
+        return [*rows, overall_row(self.id, self.statement, rows)]
 
 
 CLAIMS: dict[str, Claim] = {c.id: c for c in (
@@ -117,7 +121,9 @@ class ClaimResult:
     """``claims/<id>.json``: a claim's verdict rows and how they were obtained.
 
     ``runs`` counts the sweep's runs; ``failed_runs`` names each run that raised (retried on the next
-    call); ``error`` is set when the sweep itself could not run. ``complete``: neither.
+    call); ``error`` is set when the sweep itself could not run. ``complete``: neither. ``seeds``: the seed set the
+    verdicts rest on (confirmatory, the default, or exploratory); ``explored``: the claim's note on a setup chosen
+    after exploration (None: fixed before any run).
     """
 
     claim: str
@@ -128,6 +134,8 @@ class ClaimResult:
     failed_runs: tuple[str, ...]
     error: str | None
     rows: tuple[ClaimRecord, ...]
+    seeds: SeedSet = "confirmatory"
+    explored: str | None = None
 
     @property
     def complete(self) -> bool:
@@ -150,15 +158,26 @@ class ClaimResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ClaimResult:
-        names = [f.name for f in fields(cls)]
-        if not isinstance(data, dict) or set(data) != set(names):
-            raise ValueError(f"claim file: expected exactly the keys {', '.join(names)}, got {sorted(data) if isinstance(data, dict) else data!r}")
+        names = {f.name for f in fields(cls)}
+        require_keys("claim file", data, accepted=names, required=names - {"seeds", "explored"})
         return cls(**{**data, "failed_runs": tuple(data["failed_runs"]),
                       "rows": tuple(ClaimRecord.from_dict(r) for r in data["rows"])})
 
     def save(self, out_dir: str | Path) -> Path:
         """Write ``out_dir/claims/<id>.json`` atomically."""
-        return atomic_write_json(self.path(out_dir, self.claim), self.to_dict())
+        return self.write(self.path(out_dir, self.claim))
+
+    def write(self, path: str | Path) -> Path:
+        """Write this record to ``path`` atomically (a sweep's ``claim.json``, the same format)."""
+        return atomic_write_json(Path(path), self.to_dict())
+
+    @classmethod
+    def read(cls, path: str | Path) -> ClaimResult:
+        """The record at ``path`` (ValueError naming the file when it is not a claim file)."""
+        try:
+            return cls.from_dict(read_json(path))
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"{path}: not an ncgeom claim file ({' '.join(str(exc).split())[:200]})") from None
 
     @classmethod
     def load(cls, out_dir: str | Path, claim_id: str) -> ClaimResult | None:
@@ -182,11 +201,7 @@ def evaluate_claim(claim_id: str, results: SweepResult | Sequence[RunSummary]) -
     summaries = results.summaries() if isinstance(results, SweepResult) else list(results)
     if not any(s.status == "completed" for s in summaries):
         return (ClaimRecord(claim.id, "overall", "-", claim.statement, "no finished runs", Verdict.INCONCLUSIVE, 0),)
-    rows = claim.evaluate(summaries)
-    bad = [s for s in summaries if s.status != "completed"]
-    if bad:
-        rows.append(ClaimRecord(claim.id, "diverged runs", "status", "completed", f"{len(bad)} diverged", Verdict.INCONCLUSIVE))
-    return tuple(rows)
+    return tuple(claim.evaluate(summaries))
 
 
 def run_claims(
@@ -203,8 +218,12 @@ def run_claims(
     log: Callable[[str], None] | None = None,
     wait: float = 0.0,
     device: str | None = None,
+    seeds: SeedSet = "confirmatory",
 ) -> tuple[ClaimResult, ...]:
     """Run the sweeps of several claims (default all) and write their verdicts.
+
+    ``seeds``: the seed set every sweep trains (its spec's ``confirmatory_seeds``, the default and the verdicts of
+    record, or its ``exploratory_seeds``; docs/theory.md, section 9, "Confirmatory seeds").
 
     Each claim's sweep goes into ``out_dir/sweeps/<spec>/`` (finished runs are skipped, so an
     interrupted call resumes) and its :class:`ClaimResult` into ``out_dir/claims/<id>.json``. A claim
@@ -226,27 +245,28 @@ def run_claims(
     """
     ids = list(CLAIMS) if claim_ids is None else [_claim(c).id for c in claim_ids]
     scale = require_choice("scale", scale, SCALES)
+    seeds = require_choice("seeds", seeds, SEED_SETS)
     if device is not None:
         check_devices([device])  # before the lock and any run (a spec's own device: its sweep checks it)
     log = log or (lambda msg: None)
     with folder_lock(out_dir, wait=wait) as lock:
         return _run_claims_locked(lock.folder, ids, scale, workers, scheduler, executor, engine, force, progress,
-                                  log, wait, device)
+                                  log, wait, device, seeds)
 
 
 def _run_claims_locked(out: Path, ids: list[str], scale: str, workers: int, scheduler, executor: Executor | None,
                        engine: Engine, force: bool, progress: bool, log: Callable[[str], None],
-                       wait: float, device: str | None) -> tuple[ClaimResult, ...]:
+                       wait: float, device: str | None, seeds: SeedSet) -> tuple[ClaimResult, ...]:
     done: dict[str, ClaimResult] = {}
     for cid in ids:
         previous = None if force else ClaimResult.load(out, cid)
-        if previous is not None and previous.complete and previous.scale == scale:
+        if previous is not None and previous.complete and previous.scale == scale and previous.seeds == seeds:
             done[cid] = previous
             log(f"  claim {cid}: already evaluated ({previous.overall}), skipped")
     specs = {cid: claim_spec(cid) for cid in ids if cid not in done}
     if not specs:  # nothing to run: start no worker
         return tuple(done[cid] for cid in ids)
-    total = sum(len(sweep_configs(spec, scale=scale, device=device)) for spec in specs.values())
+    total = sum(len(sweep_configs(spec, scale=scale, seeds=seeds, device=device)) for spec in specs.values())
     bar = tqdm(total=total, unit="run", desc=f"claims ({scale})", file=sys.stderr, disable=not progress or not total)
 
     def on_run(record: RunRecord) -> None:
@@ -256,14 +276,16 @@ def _run_claims_locked(out: Path, ids: list[str], scale: str, workers: int, sche
         spec = specs[cid]
         try:
             result = run_sweep(spec, out / "sweeps" / spec.name, scale=scale, workers=workers, executor=ex,
-                               engine=engine, on_run=on_run, wait=wait, device=device)
+                               engine=engine, on_run=on_run, wait=wait, device=device, seeds=seeds)
         except Exception as exc:  # recorded in the claim file; the other claims still run
-            return ClaimResult(cid, CLAIMS[cid].statement, spec.name, scale, 0, (), f"{type(exc).__name__}: {exc}", ())
+            return ClaimResult(cid, CLAIMS[cid].statement, spec.name, scale, 0, (), f"{type(exc).__name__}: {exc}", (),
+                               seeds, CLAIMS[cid].explored)
         for r in result.invalid:
             log(f"  claim {cid}: run {r.name} was damaged ({r.invalid}): rerun")
         failed = tuple(f"{r.name}: {r.error}" for r in result.failed)
         rows = evaluate_claim(cid, result)
-        return ClaimResult(cid, CLAIMS[cid].statement, spec.name, scale, len(result.runs), failed, None, rows)
+        return ClaimResult(cid, CLAIMS[cid].statement, spec.name, scale, len(result.runs), failed, None, rows, seeds,
+                           CLAIMS[cid].explored)
 
     try:
         with _shared(executor, workers, scheduler) as ex:
@@ -286,14 +308,14 @@ def _run_claims_locked(out: Path, ids: list[str], scale: str, workers: int, sche
 
 
 def claim_run_counts(out_dir: str | Path, *, scale: str, claim_ids: Iterable[str] | None = None,
-                     device: str | None = None) -> tuple[int, int]:
+                     device: str | None = None, seeds: SeedSet = "confirmatory") -> tuple[int, int]:
     """(finished training runs, all training runs) of the claims' sweeps under ``out_dir/sweeps``, from disk
     (the runs on ``device`` when given, as :func:`run_claims` trains them)."""
     ids = list(CLAIMS) if claim_ids is None else [_claim(c).id for c in claim_ids]
     done = total = 0
     for cid in ids:
         spec = claim_spec(cid)
-        d, t = count_finished(spec, Path(out_dir) / "sweeps" / spec.name, scale=scale, device=device)
+        d, t = count_finished(spec, Path(out_dir) / "sweeps" / spec.name, scale=scale, device=device, seeds=seeds)
         done, total = done + d, total + t
     return done, total
 
@@ -306,16 +328,38 @@ def _shared(executor: Executor | None, workers: int, scheduler):
 
 
 def records_markdown(records: Iterable[ClaimRecord]) -> str:
-    """A markdown table of ClaimRecords: claim | setting | metric | expected | observed | 95% interval | seeds |
-    verdict ("context" for a row that decides nothing; the overall verdict in bold)."""
-    lines = ["| claim | setting | metric | expected | observed | 95% interval | seeds | verdict |",
-             "|---|---|---|---|---|---|---|---|"]
+    """A markdown table of ClaimRecords: claim | setting | expected | rule | observed | 95% interval | seeds on the
+    claimed side | convergence | verdict ("context" for a row that decides nothing; the overall verdict in bold)."""
+    lines = ["| claim | setting | expected | rule | observed | 95% interval | seeds on side | convergence | verdict |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         verdict = verdict_text(r)
-        cells = [r.claim, r.setting, r.metric, r.expected, r.observed, r.interval_text(),
-                 "-" if r.n_seeds is None else str(r.n_seeds), f"**{verdict}**" if r.setting == "overall" else verdict]
+        seeds = r.seeds_text() if r.seeds_on_side is not None else ("-" if r.n_seeds is None else f"n = {r.n_seeds}")
+        cells = [r.claim, r.setting, r.expected, r.rule or "-", r.observed, r.interval_text(), seeds,
+                 r.convergence_text(), f"**{verdict}**" if r.setting == "overall" else verdict]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def records_text(records: Iterable[ClaimRecord], *, width: int = 100) -> str:
+    """The rows as a terminal shows them: per row a heading (claim, setting, verdict), then its expected outcome,
+    rule, observed values, intervals, seeds on the claimed side and convergence, each wrapped to ``width``."""
+    import textwrap
+
+    out: list[str] = []
+    for r in records:
+        head = f"claim {r.claim} | {r.setting}"
+        verdict = f"[{verdict_text(r)}]"
+        out.append(head + " " * max(1, width - len(head) - len(verdict)) + verdict if len(head) + len(verdict) < width
+                   else head + "\n  " + verdict)
+        seeds = "; ".join(p for p in (r.seeds_text() + " seeds on the claimed side" if r.seeds_on_side is not None
+                                      else "", r.convergence_text() if r.convergence_text() != "-" else "") if p)
+        for label, text in (("expected", r.expected), ("rule", r.rule), ("observed", r.observed),
+                            ("interval", r.interval_text() if r.interval else ""), ("seeds", seeds)):
+            if text and text != "-":
+                out.append(textwrap.fill(text, width=width, initial_indent=f"  {label + ':':<10}",
+                                         subsequent_indent=" " * 12, break_on_hyphens=False))
+    return "\n".join(out) + "\n"
 
 
 def verdict_text(record: ClaimRecord) -> str:

@@ -29,7 +29,7 @@ from ncgeom.runs.config import Config
 from ncgeom.runs.setup import check_device
 from ncgeom.runs.stacked import group_stacks, stackable
 from ncgeom.validate import require_int
-from ncgeom.vocabulary import DEFAULT_ENGINE, Engine, device_type, engine_name
+from ncgeom.vocabulary import DEFAULT_ENGINE, Engine, SeedSet, device_type, engine_name
 
 __all__ = ["UnitKind", "Unit", "plan_units", "train_unit", "sweep_configs", "check_devices", "check_data_dirs"]
 
@@ -93,9 +93,10 @@ def plan_units(configs: Sequence[Config], *, engine: Engine = DEFAULT_ENGINE, wo
     return units
 
 
-def sweep_configs(spec: SweepSpec, *, scale: str = "quick", device: str | None = None,
+def sweep_configs(spec: SweepSpec, *, scale: str = "quick", seeds: SeedSet = "confirmatory", device: str | None = None,
                   data_dir: str | Path | None = None) -> list[Config]:
-    """The configs of ``spec`` at ``scale`` (:func:`~ncgeom.campaigns.spec.expand`), each with ``device`` in
+    """The configs of ``spec`` at ``scale`` and seed set ``seeds`` (:func:`~ncgeom.campaigns.spec.expand`), each with
+    ``device`` in
     place of its own when given ("cpu", "cuda" or "cuda:N"; ValueError naming ``device`` otherwise), and each
     image config (``Config.is_image``) with ``data_dir`` in place of its own when given (made absolute; the
     synthetic configs have no data folder and keep theirs).
@@ -104,7 +105,7 @@ def sweep_configs(spec: SweepSpec, *, scale: str = "quick", device: str | None =
     (docs/experiments.md, "Devices"), and an image run's name depends on its data folder (resume with the same
     ``--data-dir``).
     """
-    configs = expand(spec, scale=scale)
+    configs = expand(spec, scale=scale, seeds=seeds)
     if data_dir is not None:
         if not isinstance(data_dir, (str, Path)) or not str(data_dir):
             raise ValueError(f"data_dir must be a folder path, got {data_dir!r}")

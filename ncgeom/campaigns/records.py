@@ -10,7 +10,7 @@ from typing import Any
 
 from ncgeom.atomic_io import atomic_write_json, read_json
 from ncgeom.validate import require_keys
-from ncgeom.vocabulary import SCALES, SWEEP_STATUSES, SweepStatus
+from ncgeom.vocabulary import SCALES, SEED_SETS, SWEEP_STATUSES, SeedSet, SweepStatus
 
 __all__ = ["SWEEP_FILE", "SweepRunEntry", "SweepRecord"]
 
@@ -41,7 +41,8 @@ class SweepRunEntry:
 @dataclass(frozen=True)
 class SweepRecord:
     """sweep.json: what was swept (spec name, the claim it tests, description, scale, spec path, grid keys), by which
-    engine, and every run's status in grid order."""
+    engine, every run's status in grid order, and which seed set was trained (``confirmatory`` in a sweep.json
+    written before seed sets existed)."""
 
     name: str
     claim: str | None
@@ -51,10 +52,13 @@ class SweepRecord:
     grid_keys: tuple[str, ...]
     engine: str
     runs: tuple[SweepRunEntry, ...]
+    seeds: SeedSet = "confirmatory"
 
     def __post_init__(self) -> None:
         if self.scale not in SCALES:
             raise ValueError(f"sweep scale must be one of {', '.join(SCALES)}, got {self.scale!r}")
+        if self.seeds not in SEED_SETS:
+            raise ValueError(f"sweep seeds must be one of {', '.join(SEED_SETS)}, got {self.seeds!r}")
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -65,7 +69,7 @@ class SweepRecord:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SweepRecord:
         names = {f.name for f in fields(cls)}
-        require_keys("sweep.json", data, accepted=names, required=names)
+        require_keys("sweep.json", data, accepted=names, required=names - {"seeds"})  # seeds: since seed sets
         return cls(**{**data, "grid_keys": tuple(data["grid_keys"]),
                       "runs": tuple(SweepRunEntry.from_dict(r) for r in data["runs"])})
 

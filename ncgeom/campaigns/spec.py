@@ -20,7 +20,12 @@ Format::
     seeds = [0, 1, 2]                     # every grid point of this scale once per seed
     [full]
     epochs = 500
-    seeds = [0, 1, 2, 3, 4]
+    exploratory_seeds = [0, 1, 2, 3, 4]   # or two disjoint sets: the seeds a setup was explored on, and the
+    confirmatory_seeds = [10, 11, 12, 13, 14]   # fresh ones its verdict is reported on (docs/theory.md, section 9)
+
+``seeds``, ``exploratory_seeds`` and ``confirmatory_seeds`` are the keys of a scale besides the config fields and
+``grid``; ``seeds`` alone is the confirmatory set of a spec that explores nothing. A sweep trains one set
+(:meth:`SweepSpec.grids_at`, ``seeds="confirmatory"`` by default); a set a scale does not have is refused.
 
 The claim specs ship inside the package (``ncgeom/campaigns/specs/<name>.toml``, read with
 importlib.resources): :func:`spec_names` lists them and :func:`load_spec` takes a shipped name or a path.
@@ -47,7 +52,7 @@ from ncgeom.runs.config import (
     field_type_error,
 )
 from ncgeom.validate import require_choice
-from ncgeom.vocabulary import SCALES
+from ncgeom.vocabulary import SCALES, SEED_SETS, SeedSet
 
 __all__ = ["SweepSpec", "spec_names", "load_spec", "spec_from_dict", "expand", "run_name", "grid_size",
            "MAX_GRID_RUNS", "MAX_SPEC_BYTES"]
@@ -79,15 +84,29 @@ class SweepSpec:
     path: str | None = None
     shipped: bool = False
 
-    def grids_at(self, scale: str) -> tuple[dict, ...]:
-        """The grid tables in force at ``scale`` (the scale's own grid if it has one)."""
+    def grids_at(self, scale: str, *, seeds: SeedSet = "confirmatory") -> tuple[dict, ...]:
+        """The grid tables in force at ``scale`` (the scale's own grid if it has one), each with ``seed`` = the
+        scale's ``seeds`` set when it declares seed sets (ValueError naming the sets it has otherwise)."""
         over = self.scales[require_choice("scale", scale, SCALES)]
-        return tuple(over["grid"]) if "grid" in over else self.grids
+        grids = tuple(over["grid"]) if "grid" in over else self.grids
+        sets = over.get("seed_sets")
+        if not sets:
+            return grids
+        chosen = sets.get(require_choice("seeds", seeds, SEED_SETS))
+        if chosen is None:
+            raise ValueError(f"seeds: spec {self.name} has no {seeds} seeds at scale {scale} (it has "
+                             f"{', '.join(sorted(sets))})")
+        return tuple({**g, "seed": chosen} for g in grids)
+
+    def seed_sets(self, scale: str) -> dict[str, tuple[int, ...]]:
+        """The seed sets the scale declares ({} when its seeds, if any, are in the grid tables)."""
+        return dict(self.scales[require_choice("scale", scale, SCALES)].get("seed_sets", {}))
 
     def grid_keys(self, scale: str) -> tuple[str, ...]:
         """Fields that the grid of ``scale`` varies (in first-seen order)."""
         keys: dict[str, None] = {}
-        for g in self.grids_at(scale):
+        kinds: list[SeedSet] = [k for k in SEED_SETS if k in self.seed_sets(scale)] or ["confirmatory"]
+        for g in self.grids_at(scale, seeds=kinds[0]):
             keys.update(dict.fromkeys(g))
         return tuple(keys)
 
@@ -163,13 +182,14 @@ def spec_from_dict(raw: dict[str, Any], *, path: str | None = None, shipped: boo
         over = _fields_table(raw.get(s, {}), f"{where}: {s}", allow_grid=True)
         if "grid" in over:
             over["grid"] = _parse_grids(over["grid"], f"{where}: {s}.grid")
-        if "seeds" in over:
-            over["grid"] = _with_seeds(over.pop("seeds"), over, top_grids, f"{where}: {s}")
+        sets = _seed_sets(over, top_grids, f"{where}: {s}")
+        if sets:
+            over["seed_sets"] = sets
         scales[s] = over
     claim = raw.get("claim")
     spec = SweepSpec(str(name), str(raw.get("description", "")), claim, base, top_grids, scales, path, shipped)
     for scale in SCALES:
-        count = grid_size(spec, scale)
+        count = grid_size(spec, scale)  # every seed set counted
         if count > MAX_GRID_RUNS:
             sizes = " + ".join(" x ".join(str(len(v)) for v in g.values()) or "1" for g in spec.grids_at(scale))
             raise ValueError(f"{where}: scale {scale}: the grid has {count} runs ({sizes}), above the limit of "
@@ -180,28 +200,46 @@ def spec_from_dict(raw: dict[str, Any], *, path: str | None = None, shipped: boo
 
 
 def grid_size(spec: SweepSpec, scale: str) -> int:
-    """Number of grid points at ``scale`` before deduplication: the sum over grid tables of the product of
-    their list lengths (computed from the lengths, in microseconds, whatever the size)."""
-    return sum(math.prod(len(v) for v in g.values()) for g in spec.grids_at(scale))
+    """Number of grid points at ``scale`` before deduplication, every seed set counted: the sum over grid tables
+    of the product of their list lengths (computed from the lengths, in microseconds, whatever the size)."""
+    kinds: list[SeedSet] = [k for k in SEED_SETS if k in spec.seed_sets(scale)] or ["confirmatory"]
+    return sum(math.prod(len(v) for v in g.values()) for kind in kinds for g in spec.grids_at(scale, seeds=kind))
 
 
-def _with_seeds(seeds: Any, over: dict, top_grids: tuple[dict, ...], where: str) -> tuple[dict, ...]:
-    """The grids of a scale with ``seed`` = ``seeds`` added to every table (the scale's ``seeds`` key)."""
-    if not isinstance(seeds, list) or not seeds:
-        raise ValueError(f"{where}.seeds: expected a non-empty list of seeds (integers >= 0), got {_show(seeds)}")
-    for j, value in enumerate(seeds):
-        problem = field_type_error("seed", value, many=True)
-        if problem:
-            raise ValueError(f"{where}.seeds[{j}]: {problem}")
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"{where}.seeds: the seeds must be distinct, got {seeds}")
+_SEED_KEYS = {"seeds": "confirmatory", "exploratory_seeds": "exploratory", "confirmatory_seeds": "confirmatory"}
+
+
+def _seed_sets(over: dict, top_grids: tuple[dict, ...], where: str) -> dict[str, tuple[int, ...]]:
+    """The seed sets of a scale, taken out of ``over`` (module docstring): each a non-empty list of distinct
+    seeds; ``seeds`` and ``confirmatory_seeds`` not both; the exploratory and confirmatory sets disjoint; no
+    ``seed`` in the scale or its grid tables beside them."""
+    given = [k for k in _SEED_KEYS if k in over]
+    if not given:
+        return {}
+    if "seeds" in given and "confirmatory_seeds" in given:
+        raise ValueError(f"{where}: give seeds or confirmatory_seeds, not both (seeds is the confirmatory set of a "
+                         "spec without exploratory seeds)")
+    sets: dict[str, tuple[int, ...]] = {}
+    for key in given:
+        seeds = over.pop(key)
+        if not isinstance(seeds, list) or not seeds:
+            raise ValueError(f"{where}.{key}: expected a non-empty list of seeds (integers >= 0), got {_show(seeds)}")
+        for j, value in enumerate(seeds):
+            problem = field_type_error("seed", value, many=True)
+            if problem:
+                raise ValueError(f"{where}.{key}[{j}]: {problem}")
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"{where}.{key}: the seeds must be distinct, got {seeds}")
+        sets[_SEED_KEYS[key]] = tuple(seeds)
+    shared = set(sets.get("exploratory", ())) & set(sets.get("confirmatory", ()))
+    if shared:
+        raise ValueError(f"{where}: exploratory and confirmatory seeds must be disjoint, both have {sorted(shared)}")
     if "seed" in over:
-        raise ValueError(f"{where}: give either seed or seeds, not both")
-    grids = over.get("grid", top_grids)
-    for i, g in enumerate(grids):
+        raise ValueError(f"{where}: give either seed or {given[0]}, not both")
+    for i, g in enumerate(over.get("grid", top_grids)):
         if "seed" in g:
-            raise ValueError(f"{where}: seeds is given, so grid table {i} must not list seed too")
-    return tuple({**g, "seed": tuple(seeds)} for g in grids)
+            raise ValueError(f"{where}: {given[0]} is given, so grid table {i} must not list seed too")
+    return sets
 
 
 def _fields_table(raw: Any, where: str, *, allow_grid: bool = False) -> dict:
@@ -210,7 +248,7 @@ def _fields_table(raw: Any, where: str, *, allow_grid: bool = False) -> dict:
         raise ValueError(f"{where}: expected a table of config fields, got {_show(raw)}")
     out = {}
     for key, value in raw.items():
-        if allow_grid and key in ("grid", "seeds"):
+        if allow_grid and (key == "grid" or key in _SEED_KEYS):
             out[key] = value
             continue
         if key not in _FIELD_NAMES:
@@ -256,8 +294,9 @@ def _validate_scale(spec: SweepSpec, scale: str) -> None:
     A field outside :data:`COUPLED_FIELDS` is valid or not on its own, so a grid table is checked as the
     product of its coupled fields (the uncoupled ones at each of their values, one at a time).
     """
-    base = {**spec.base, **{k: v for k, v in spec.scales[scale].items() if k != "grid"}}
-    for g in spec.grids_at(scale):
+    base = {**spec.base, **{k: v for k, v in spec.scales[scale].items() if k not in ("grid", "seed_sets")}}
+    kinds: list[SeedSet] = [k for k in SEED_SETS if k in spec.seed_sets(scale)] or ["confirmatory"]
+    for g in (g for kind in kinds for g in spec.grids_at(scale, seeds=kind)):
         coupled = [k for k in g if k in COUPLED_FIELDS]
         first = {k: v[0] for k, v in g.items()}
         for k, values in g.items():
@@ -284,16 +323,16 @@ def _config(spec: SweepSpec, scale: str, base: dict, point: dict) -> Config:
         raise ValueError(f"spec {spec.path or spec.name} (scale {scale}, {point}): {exc}") from None
 
 
-def expand(spec: SweepSpec, *, scale: str = "quick") -> list[Config]:
-    """The configs of a spec at a scale: base <- scale overrides <- each grid point (deduplicated)."""
+def expand(spec: SweepSpec, *, scale: str = "quick", seeds: SeedSet = "confirmatory") -> list[Config]:
+    """The configs of a spec at a scale and seed set: base <- scale overrides <- each grid point (deduplicated)."""
     scale = require_choice("scale", scale, SCALES)
     count = grid_size(spec, scale)
     if count > MAX_GRID_RUNS:  # a SweepSpec built by hand, not through spec_from_dict
         raise ValueError(f"spec {spec.path or spec.name}: scale {scale}: the grid has {count} runs, above the "
                          f"limit of {MAX_GRID_RUNS}")
-    base = {**spec.base, **{k: v for k, v in spec.scales[scale].items() if k != "grid"}}
+    base = {**spec.base, **{k: v for k, v in spec.scales[scale].items() if k not in ("grid", "seed_sets")}}
     configs, seen = [], set()
-    for g in spec.grids_at(scale):
+    for g in spec.grids_at(scale, seeds=seeds):
         keys = list(g)
         for values in itertools.product(*(g[k] for k in keys)):
             cfg = _config(spec, scale, base, dict(zip(keys, values)))

@@ -37,7 +37,7 @@ from ncgeom.runs.config import Config
 from ncgeom.runs.integrity import check_run, is_finished
 from ncgeom.runs.records import SUMMARY_FILE, RunSummary
 from ncgeom.validate import require_int
-from ncgeom.vocabulary import DEFAULT_ENGINE, Engine, SweepStatus, engine_name
+from ncgeom.vocabulary import DEFAULT_ENGINE, Engine, SeedSet, SweepStatus, engine_name
 
 __all__ = [
     "RunRecord",
@@ -84,6 +84,7 @@ class SweepResult:
     out_dir: str
     runs: tuple[RunRecord, ...]
     table_path: str
+    seeds: SeedSet = "confirmatory"
 
     @property
     def failed(self) -> tuple[RunRecord, ...]:
@@ -112,6 +113,7 @@ def run_sweep(
     wait: float = 0.0,
     device: str | None = None,
     data_dir: str | Path | None = None,
+    seeds: SeedSet = "confirmatory",
 ) -> SweepResult:
     """Run every config of ``spec`` at ``scale`` into ``out_dir``, skipping finished runs whose files are whole.
 
@@ -148,6 +150,9 @@ def run_sweep(
     data_dir : path, optional
         The folder of every image config's data set, in place of the spec's (:func:`~ncgeom.campaigns.plan.sweep_configs`); the
         shipped paper presets (``paper_*`` specs, docs/experiments.md, "Paper presets") say ``data``.
+    seeds : {"confirmatory", "exploratory"}
+        Which of the scale's seed sets to train (:meth:`~ncgeom.campaigns.spec.SweepSpec.grids_at`; a spec without
+        seed sets has only "confirmatory", its plain ``seeds``); recorded in sweep.json.
 
     Returns
     -------
@@ -167,7 +172,7 @@ def run_sweep(
         spec = load_spec(spec)
     workers = require_int("workers", workers, min_value=1)
     engine = engine_name(engine)
-    configs = sweep_configs(spec, scale=scale, device=device, data_dir=data_dir)
+    configs = sweep_configs(spec, scale=scale, seeds=seeds, device=device, data_dir=data_dir)
     for cfg in dict.fromkeys(configs):  # every run must fit the memory budget, checked before the first starts
         if not cfg.is_image:  # an image run's memory is known once its data are read (ncgeom.runs.images)
             check_run_memory(cfg)
@@ -177,10 +182,10 @@ def run_sweep(
     out = prepare_folder(out_dir)
     names = [run_name(c, keys) for c in configs]
     with folder_lock(out, wait=wait):
-        return _run_locked(spec, scale, out, names, configs, keys, workers, executor, engine, progress, on_run)
+        return _run_locked(spec, scale, seeds, out, names, configs, keys, workers, executor, engine, progress, on_run)
 
 
-def _run_locked(spec: SweepSpec, scale: str, out: Path, names: list[str], configs: list[Config],
+def _run_locked(spec: SweepSpec, scale: str, seeds: SeedSet, out: Path, names: list[str], configs: list[Config],
                 keys: tuple[str, ...], workers: int, executor: Executor | None, engine: Engine, progress: bool,
                 on_run: Callable[[RunRecord], None] | None) -> SweepResult:
     records: dict[str, RunRecord] = {}
@@ -224,10 +229,10 @@ def _run_locked(spec: SweepSpec, scale: str, out: Path, names: list[str], config
             bar.close()
         runs = tuple(records[n] for n in names if n in records)
         table = atomic_write_text(out / "summary.csv", summary_table(runs, keys))
-        SweepRecord(name=spec.name, claim=spec.claim, description=spec.description, scale=scale,
+        SweepRecord(name=spec.name, claim=spec.claim, description=spec.description, scale=scale, seeds=seeds,
                     spec_path=spec.path, grid_keys=keys, engine=engine,
                     runs=tuple(SweepRunEntry(r.name, r.status, r.error, r.invalid) for r in runs)).save(out)
-    return SweepResult(spec, scale, str(out), runs, str(table))
+    return SweepResult(spec, scale, str(out), runs, str(table), seeds)
 
 
 def _clear_for_rerun(run_dir: Path) -> None:
@@ -242,12 +247,13 @@ def _clear_for_rerun(run_dir: Path) -> None:
 
 
 def count_finished(spec: SweepSpec | str | Path, out_dir: str | Path, *, scale: str = "quick",
-                   device: str | None = None, data_dir: str | Path | None = None) -> tuple[int, int]:
+                   seeds: SeedSet = "confirmatory", device: str | None = None,
+                   data_dir: str | Path | None = None) -> tuple[int, int]:
     """(runs of ``spec`` at ``scale`` (on ``device``, :func:`~ncgeom.campaigns.plan.sweep_configs`) with a summary.json in ``out_dir``,
     runs in the grid): progress on disk."""
     if not isinstance(spec, SweepSpec):
         spec = load_spec(spec)
-    configs = sweep_configs(spec, scale=scale, device=device, data_dir=data_dir)
+    configs = sweep_configs(spec, scale=scale, seeds=seeds, device=device, data_dir=data_dir)
     keys = spec.grid_keys(scale)
     done = sum(is_finished(Path(out_dir) / run_name(c, keys)) for c in configs)
     return done, len(configs)

@@ -24,13 +24,12 @@ busy, 130 interrupted by SIGINT, 143 by SIGTERM.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 
-from ncgeom.atomic_io import atomic_write_json
-from ncgeom.campaigns.claims import ClaimRecord, claim_of_spec, evaluate_claim
+from ncgeom.atomic_io import dumps_json
+from ncgeom.campaigns.claims import ClaimRecord, ClaimResult, claim_of_spec, evaluate_claim, records_text
 from ncgeom.campaigns.executors import make_executor
 from ncgeom.campaigns.plan import check_data_dirs, check_devices, sweep_configs
 from ncgeom.campaigns.spec import load_spec, spec_names
@@ -39,7 +38,16 @@ from ncgeom.interrupts import Interrupted, raise_on_signals
 from ncgeom.locking import FolderLock, folder_lock, prepare_folder
 from ncgeom.threads import limit_cpu_threads
 from ncgeom.validate import require_choice, require_int
-from ncgeom.vocabulary import DEFAULT_ENGINE, ENGINE_ALIASES, ENGINES, SCALES, Engine, device_type, engine_name
+from ncgeom.vocabulary import (
+    DEFAULT_ENGINE,
+    ENGINE_ALIASES,
+    ENGINES,
+    SCALES,
+    SEED_SETS,
+    Engine,
+    device_type,
+    engine_name,
+)
 
 __all__ = ["register", "add_wait_options", "add_engine_option", "engine_option", "add_device_option", "check_device_option",
            "wait_seconds", "note_takeover"]
@@ -52,6 +60,9 @@ def register(subparsers) -> None:
     parser.add_argument("--list", action="store_true", help="list the shipped specs and exit")
     parser.add_argument("--out", metavar="DIR", help="output folder (one directory per run)")
     parser.add_argument("--scale", default="quick", help=f"{', '.join(SCALES)} [quick]")
+    parser.add_argument("--seeds", default="confirmatory", metavar="SET",
+                        help=f"{' or '.join(SEED_SETS)}: the spec's seed set to train (docs/experiments.md, 'Specs'; "
+                             "verdicts are reported on the confirmatory seeds) [confirmatory]")
     parser.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes [1]")
     parser.add_argument("--scheduler", metavar="ADDRESS", default=None, help="Dask scheduler address (tcp://host:port)")
     add_engine_option(parser)
@@ -131,12 +142,13 @@ def _handler(args: argparse.Namespace) -> int:
     if args.spec is None or args.out is None:
         raise ValueError("give a spec (a shipped name or a TOML file) and --out DIR, or --list")
     require_choice("scale", args.scale, SCALES)
+    seeds = require_choice("--seeds", args.seeds, SEED_SETS)
     require_int("workers", args.workers, min_value=1)
     engine = engine_option(args.engine)
     check_device_option(args.device)
     wait = wait_seconds(args)
     spec = load_spec(args.spec)  # every config validated before anything runs
-    configs = sweep_configs(spec, scale=args.scale, device=args.device, data_dir=args.data_dir)
+    configs = sweep_configs(spec, scale=args.scale, seeds=seeds, device=args.device, data_dir=args.data_dir)
     check_devices(c.device for c in configs)  # the spec's own devices and data folders too, before --out is made
     check_data_dirs(c.data_dir for c in configs if c.is_image)
     progress = not args.quiet and sys.stderr.isatty()
@@ -150,11 +162,11 @@ def _handler(args: argparse.Namespace) -> int:
                 with make_executor(args.workers, scheduler=args.scheduler) as ex:
                     result = run_sweep(spec, args.out, scale=args.scale, workers=args.workers, executor=ex,
                                        engine=engine, progress=progress, device=args.device,
-                                       data_dir=args.data_dir)
+                                       data_dir=args.data_dir, seeds=seeds)
                 return _report(args, spec, result)
         except Interrupted as stop:
             done, total = count_finished(spec, args.out, scale=args.scale, device=args.device,
-                                         data_dir=args.data_dir)
+                                         data_dir=args.data_dir, seeds=seeds)
             print(f"ncgeom sweep: interrupted by {stop.name}: {done} of {total} runs finished; "
                   "rerun the same command to resume", file=sys.stderr)
             return stop.exit_code
@@ -165,12 +177,14 @@ def _report(args: argparse.Namespace, spec, result) -> int:
     claim = claim_of_spec(spec)
     if claim is not None:
         records = evaluate_claim(claim.id, result)
-        atomic_write_json(Path(args.out) / "claim.json", [r.to_dict() for r in records])
+        failed = tuple(f"{r.name}: {r.error}" for r in result.failed)
+        ClaimResult(claim.id, claim.statement, spec.name, result.scale, len(result.runs), failed, None, records,
+                    result.seeds, claim.explored).write(Path(args.out) / "claim.json")
     done = sum(r.status != "failed" for r in result.runs)
     for r in result.invalid:
         print(f"ncgeom sweep: note: run {r.name} had a summary.json but {r.invalid}; rerun", file=sys.stderr)
     if args.json:
-        print(json.dumps({"runs": [{"name": r.name, "status": r.status, "skipped": r.skipped, "error": r.error,
+        print(dumps_json({"runs": [{"name": r.name, "status": r.status, "skipped": r.skipped, "error": r.error,
                                     "invalid": r.invalid} for r in result.runs], "table": result.table_path,
                           "verdicts": [r.to_dict() for r in records]}, indent=1))
     else:
@@ -178,8 +192,8 @@ def _report(args: argparse.Namespace, spec, result) -> int:
         damaged = f", {len(result.invalid)} damaged and rerun" if result.invalid else ""
         print(f"{spec.name}: {done}/{len(result.runs)} runs finished ({skipped} already done{damaged}); "
               f"table: {result.table_path}")
-        for row in records:
-            print(f"  claim {row.claim} | {row.setting} | {row.metric} | expected {row.expected} | {row.observed} | {row.verdict or '-'}")
+        if records:
+            print(f"claim {claim.id if claim else '?'} on the {result.seeds} seeds:\n" + records_text(records), end="")
     for r in result.failed:
         print(f"ncgeom sweep: error: run {r.name} failed: {r.error}", file=sys.stderr)
     return 1 if result.failed else 0

@@ -24,7 +24,7 @@ import numpy as np
 from ncgeom.atomic_io import read_json
 from ncgeom.runs.config import Config, config_fields
 from ncgeom.runs.records import SavedRun, load_runs
-from ncgeom.vocabulary import SCALES, effective_beta, is_supervised, plain_setting
+from ncgeom.vocabulary import LAYERED_MODELS, SCALES, effective_beta, is_supervised, plain_setting
 
 __all__ = [
     "MissingResults",
@@ -293,7 +293,7 @@ def hyperparameters(config: Config) -> dict[str, Any]:
         ignored.add("init_scale")
     if config.positives != "noise":
         ignored.add("noise_scale")
-    if config.model != "mlp":
+    if config.model not in LAYERED_MODELS:
         ignored |= {"hidden_dim", "depth"}
     if config.psi != "triplet":
         ignored.add("margin")

@@ -41,4 +41,5 @@ def build_model(kind: ModelKind | ResNetKind, *, dim: int, norm: Normalization =
     din = require_int("input_dim", input_dim, min_value=1)  # None (the default) is rejected here
     if kind == "linear":
         return LinearEncoder(din, dim, norm=norm, generator=generator, dtype=dtype)
-    return MLPEncoder(din, dim, hidden_dim=hidden_dim, depth=depth, norm=norm, generator=generator, dtype=dtype)
+    return MLPEncoder(din, dim, hidden_dim=hidden_dim, depth=depth, norm=norm, generator=generator, dtype=dtype,
+                      activation=kind == "mlp")

@@ -106,12 +106,16 @@ class LinearEncoder(nn.Module):
 
 
 class MLPEncoder(nn.Module):
-    """z = normalize(L_depth(relu(... relu(L_1 x)))): ``depth`` linear layers, ``hidden_dim`` wide."""
+    """z = normalize(L_depth(relu(... relu(L_1 x)))): ``depth`` linear layers, ``hidden_dim`` wide.
+
+    ``activation=False``: the deep linear network z = normalize(L_depth(... L_1 x)), a linear map factored into
+    ``depth`` layers (model kind ``deep_linear``; jing2022understanding's setting for dimensional collapse).
+    """
 
     takes_indices = False
 
     def __init__(self, input_dim: int, dim: int, *, hidden_dim: int = 128, depth: int = 2, norm: Normalization = "sphere",
-                 generator: torch.Generator, dtype=torch.float32):
+                 generator: torch.Generator, dtype=torch.float32, activation: bool = True):
         super().__init__()
         din = require_int("input_dim", input_dim, min_value=1)
         d = require_int("dim", dim, min_value=1)
@@ -122,7 +126,7 @@ class MLPEncoder(nn.Module):
         layers: list[nn.Module] = []
         for i in range(depth):
             layers.append(_linear(widths[i], widths[i + 1], generator=generator, dtype=dtype))
-            if i < depth - 1:
+            if i < depth - 1 and activation:
                 layers.append(nn.ReLU())
         self.net = nn.Sequential(*layers)
         self.norm = Normalize(norm)

@@ -8,7 +8,8 @@ run's initialization), in the order of ``model.parameters()``:
   one ``index_select`` of the flattened table; the gradient of W, zero off the batch, is summed by
   ``index_add_`` into a buffer the encoder keeps between steps: :class:`_TableRows`);
 - linear: W [R, d, D], b [R, d]; z = normalize(x W^T + b) with one ``torch.baddbmm``;
-- mlp: (W_l [R, out, in], b_l [R, out]) per layer, ReLU between, one ``baddbmm`` per layer.
+- mlp: (W_l [R, out, in], b_l [R, out]) per layer, ReLU between, one ``baddbmm`` per layer;
+- deep_linear: the same layers without the ReLU.
 
 :meth:`StackedEncoder.embed` evaluates one run on all its samples with the sequential model's own
 operations (``torch.nn.functional.linear`` on run r's slices), so the metrics of a run see exactly the
@@ -105,7 +106,7 @@ class StackedEncoder:
         layers = list(zip(self.params[0::2], self.params[1::2], strict=True))
         for i, (weight, bias) in enumerate(layers):
             h = torch.baddbmm(bias[:, None, :], h, weight.mT)
-            if i < len(layers) - 1:
+            if i < len(layers) - 1 and self.kind == "mlp":
                 h = torch.relu(h)
         return normalize(h, self.norm)
 
@@ -119,7 +120,7 @@ class StackedEncoder:
             layers = list(zip(self.params[0::2], self.params[1::2], strict=True))
             for i, (weight, bias) in enumerate(layers):
                 h = functional.linear(h, weight[r], bias[r])
-                if i < len(layers) - 1:
+                if i < len(layers) - 1 and self.kind == "mlp":
                     h = torch.relu(h)
             return normalize(h, self.norm)
 

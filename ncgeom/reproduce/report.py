@@ -14,7 +14,7 @@ from typing import Any
 
 from ncgeom.atomic_io import atomic_write_bytes, atomic_write_text, read_json
 from ncgeom.campaigns.claims import CLAIMS, ClaimResult, verdict_text
-from ncgeom.campaigns.evaluations import INTERVAL_METHOD
+from ncgeom.campaigns.rules import INTERVAL_METHOD
 from ncgeom.figures.registry import FIGURES
 from ncgeom.reproduce.stages import STAGES, StageRecord
 from proofs_check.ablations import CASES, AblationResult

@@ -41,6 +41,7 @@ from ncgeom.vocabulary import (
     PSI_NAMES,
     RESNET_KINDS,
     SETTINGS,
+    STOP_RULES,
     Backend,
     Batching,
     Convention,
@@ -56,6 +57,7 @@ from ncgeom.vocabulary import (
     PsiName,
     ResNetKind,
     Setting,
+    StopRule,
     device_type,
 )
 
@@ -73,7 +75,7 @@ MAX_EPOCHS = 1_000_000
 
 #: Fields added after runs had been saved: written by Config.to_dict only when they differ from their default.
 LATE_FIELDS: frozenset[str] = frozenset({"convention", "device", "data_dir", "workers", "precision",
-                                         "checkpoint_every", "eval_batch_size", "batches"})
+                                         "checkpoint_every", "eval_batch_size", "batches", "stop"})
 #: The fields that only image runs read (docs/experiments.md, "Image data sets"): refused away from their
 #: defaults for the synthetic data sets.
 IMAGE_FIELDS: tuple[str, ...] = ("data_dir", "workers", "precision", "checkpoint_every", "eval_batch_size")
@@ -107,9 +109,9 @@ class Config:
         "sphere", "feature normalization: none, ball (clip to the unit ball) or sphere; the theorems need ball or sphere", choices=NORMALIZATIONS)
     dim: int | None = _f(None, "embedding dimension d >= 1; default C - 1, the smallest d with a simplex ETF (the DC-prone setup)", kind="int_or_none")
     model: ModelKind | ResNetKind = _f(
-        "unconstrained", "encoder: unconstrained (one free vector per sample, the NC-literature model), linear or mlp; for image data sets resnet18, resnet34 or resnet50 (CIFAR stem, docs/images.md)", choices=MODEL_KINDS + RESNET_KINDS)
-    hidden_dim: int = _f(128, "MLP hidden width (model='mlp')")
-    depth: int = _f(2, "MLP number of linear layers >= 1 (model='mlp')")
+        "unconstrained", "encoder: unconstrained (one free vector per sample, the NC-literature model), linear, mlp, or deep_linear (depth linear layers without activations); for image data sets resnet18, resnet34 or resnet50 (CIFAR stem, docs/images.md)", choices=MODEL_KINDS + RESNET_KINDS)
+    hidden_dim: int = _f(128, "hidden width (model='mlp' or 'deep_linear')")
+    depth: int = _f(2, "number of linear layers >= 1 (model='mlp' or 'deep_linear')")
     init: Init = _f(
         "random", "initialization: random, or near_nc (a random-orientation ETF plus noise; unconstrained only, claim 7)", choices=INITS)
     init_scale: float = _f(1.0, "typical norm of a random unconstrained feature (random init)")
@@ -140,6 +142,8 @@ class Config:
     device: str = _f(
         "cpu", "torch device of the training: cpu, cuda or cuda:N (docs/experiments.md, 'Devices'); metrics are computed on the CPU", kind="device")
     metrics_every: int = _f(1, "compute the metrics every this many epochs (and at the last epoch)")
+    stop: StopRule = _f(
+        "budget", "when to stop: budget (train all epochs) or converged (stop at the first metric epoch where the run has converged by the rule of docs/theory.md, section 9, 'Convergence'; epochs is then the budget)", choices=STOP_RULES)
     seed: int = _f(0, "seed of every random draw (data, initialization, batches, sampled negatives)")
     # --- image data sets (docs/images.md; docs/experiments.md, "Image data sets"); refused for gaussian/digits
     data_dir: str | None = _f(

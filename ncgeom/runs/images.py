@@ -51,13 +51,23 @@ from ncgeom.metrics.streaming import accumulate_moments, streaming_nc_metrics, s
 from ncgeom.runs import budget
 from ncgeom.runs.checkpoint import CHECKPOINT_FILE, load_checkpoint, restore_rng, rng_states, save_checkpoint
 from ncgeom.runs.config import Config
+from ncgeom.runs.convergence import PROBE_BATCHES, Probe, probe_model
 from ncgeom.runs.folder import RunFolder
 from ncgeom.runs.image_data import chunks, image_batches, read_image_data
 from ncgeom.runs.loop import RunState, train
 from ncgeom.runs.nc_reference import run_nc_value
 from ncgeom.runs.records import EpochRecord
 from ncgeom.runs.result import Result
-from ncgeom.runs.setup import check_device, prepared_loss, seed_streams, step_generator, torch_dtype
+from ncgeom.runs.setup import (
+    check_device,
+    prepared_loss,
+    probe_batches,
+    probe_generator,
+    probe_seed,
+    seed_streams,
+    step_generator,
+    torch_dtype,
+)
 
 __all__ = ["ImageDriver", "run_images"]
 
@@ -85,6 +95,9 @@ class ImageDriver:
         self.generator = step_generator(self.streams.torch, device)
         self.optimizer = adam(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.loss = prepared_loss(config, self.generator)
+        self.probe_rows = list(probe_batches(config, data.y_train, limit=PROBE_BATCHES))
+        self.probe_generator = probe_generator(config, device)
+        self.probe_loss = prepared_loss(config, self.probe_generator)
         self.autocast = (lambda: torch.autocast(device_type="cuda", dtype=torch.bfloat16)) \
             if config.precision == "bf16" else nullcontext
         self.y_train = torch.as_tensor(data.y_train, device=device)
@@ -141,8 +154,9 @@ class ImageDriver:
         for s, images in enumerate(image_batches(self.data.x_train, rows, self.config.workers)):
             yield rows[s], images
 
-    def losses(self, batch: tuple[np.ndarray, np.ndarray], stepping: list[bool], *, epoch: int,
-               step: int) -> tuple[Any, list[float | str]]:
+    def _forward(self, batch: tuple[np.ndarray, np.ndarray], generator: Any) -> tuple[Any, Any]:
+        """(z, labels) of a batch (its rows and uint8 images): two SimCLR views drawn from ``generator`` with
+        instance ids (augment positives), else the images with their class labels."""
         import torch
 
         from ncgeom.data.augment import to_float_images, two_views
@@ -150,12 +164,15 @@ class ImageDriver:
         row, images = batch
         x = self._inputs(images)
         if self.config.positives == "augment":
-            first, second = two_views(x, generator=self.generator)
-            z = self._encode(torch.cat([first, second]))
-            labels = torch.arange(x.shape[0], device=self.device).repeat(2)
-        else:
-            z = self._encode(to_float_images(x))
-            labels = self.y_train[torch.from_numpy(row).to(self.device)]
+            first, second = two_views(x, generator=generator)
+            return self._encode(torch.cat([first, second])), torch.arange(x.shape[0], device=self.device).repeat(2)
+        return self._encode(to_float_images(x)), self.y_train[torch.from_numpy(row).to(self.device)]
+
+    def losses(self, batch: tuple[np.ndarray, np.ndarray], stepping: list[bool], *, epoch: int,
+               step: int) -> tuple[Any, list[float | str]]:
+        import torch
+
+        z, labels = self._forward(batch, self.generator)
         if not bool(torch.isfinite(z.detach()).all()):
             return None, [f"embeddings became non-finite at epoch {epoch}, step {step}"]
         loss = self.loss(z, labels)
@@ -165,6 +182,25 @@ class ImageDriver:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
+
+    def reference_probe(self, r: int) -> Probe | None:
+        return None  # an image run starts from a random ResNet: its own initial probe is the reference
+
+    def probe(self) -> list[Probe | None]:
+        """The probe gradient (ncgeom.runs.convergence) in train mode, the batch-norm running statistics restored
+        afterwards (a forward in train mode updates them)."""
+        buffers = [b.detach().clone() for b in self.model.buffers()]
+        batches = list(zip(self.probe_rows, image_batches(self.data.x_train, self.probe_rows, self.config.workers)))
+        self.probe_generator.manual_seed(probe_seed(self.config))
+        self.optimizer.zero_grad(set_to_none=True)
+        try:
+            probe = probe_model(self.model, batches, self._forward, self.probe_loss, self.probe_generator,
+                                       weight_decay=self.config.weight_decay)
+        finally:
+            self.optimizer.zero_grad(set_to_none=True)
+            for b, saved in zip(self.model.buffers(), buffers, strict=True):
+                b.data.copy_(saved)
+        return [probe]
 
     def evaluate(self, r: int, epoch: int, loss: float | None) -> EpochRecord | None:
         """The record of the current model (and its final embeddings kept for :meth:`final_embeddings`)."""

@@ -11,13 +11,16 @@ tensors, its optimizer, its evaluation, its checkpoints) and the loop holds the 
    epoch (its failure says where); the driver then updates the runs still stepping;
 3. **epoch end**, for each live run: the mean loss over the epoch's steps and, every ``metrics_every`` epochs and
    at the last, the metrics of docs/theory.md, section 8 (:meth:`Driver.evaluate`; non-finite embeddings are a
-   failure too). A failed run is **rolled back** to the state of its last complete epoch and stops, status
-   "diverged" (never an exception: divergence is an outcome, wherever it shows first); the others go on. The
-   record goes to the run's **history** (and its folder); the driver keeps the new good state and may write a
-   checkpoint (:meth:`Driver.end_epoch`);
-4. **finish**, for each run: history.jsonl written durably, the final record (the last with metrics; one more
-   evaluation when the last epoch had none), the final embeddings, a :class:`~ncgeom.runs.result.Result`, and
-   embeddings.npz then summary.json in its folder.
+   failure too) with the norm of the gradient of the run's probe objective (:meth:`Driver.probe`,
+   :mod:`ncgeom.runs.convergence`). A failed run is **rolled back** to the state of its last complete epoch and
+   stops, status "diverged" (never an exception: divergence is an outcome, wherever it shows first); the others
+   go on. The record goes to the run's **history** (and its folder); the driver keeps the new good state and
+   may write a checkpoint (:meth:`Driver.end_epoch`);
+4. **stopping**: a run with ``stop="converged"`` stops at the first metric epoch where it has converged
+   (:func:`ncgeom.runs.convergence.convergence_state`); the others go on;
+5. **finish**, for each run: history.jsonl written durably, the final record (the last with metrics; one more
+   evaluation when the last epoch had none), the convergence state at the end, why it stopped, the final
+   embeddings, a :class:`~ncgeom.runs.result.Result`, and embeddings.npz then summary.json in its folder.
 
 The loop stops when no run is live or at the last epoch.
 """
@@ -34,10 +37,11 @@ import numpy as np
 
 from ncgeom.provenance import provenance
 from ncgeom.runs.config import Config
+from ncgeom.runs.convergence import Probe, convergence_state
 from ncgeom.runs.folder import RunFolder
 from ncgeom.runs.records import EpochRecord
 from ncgeom.runs.result import Result
-from ncgeom.vocabulary import RunStatus
+from ncgeom.vocabulary import RunStatus, StopReason
 
 __all__ = ["RunState", "Driver", "train"]
 
@@ -54,8 +58,10 @@ class RunState:
     initial: EpochRecord | None = None
     last_metrics: EpochRecord | None = None
     status: RunStatus = "completed"
+    stop_reason: StopReason = "budget"
     message: str = ""
     resumed_at: int | None = None
+    grad_reference: float | None = None
     live: bool = True
     total: float = 0.0
     failure: str | None = None
@@ -92,6 +98,14 @@ class Driver(Protocol):
 
     def evaluate(self, r: int, epoch: int, loss: float | None) -> EpochRecord | None:
         """Run r's epoch record with metrics, None when its embeddings are not finite."""
+
+    def reference_probe(self, r: int) -> Probe | None:
+        """Run r's probe at the random initialization it would otherwise have had, for a run started near NC
+        (None for the others: their reference is their own initial probe; :mod:`ncgeom.runs.convergence`)."""
+
+    def probe(self) -> list[Probe | None]:
+        """Every run's probe objective and the norm of its gradient at its current parameters (None where not
+        finite); changes no parameter, optimizer state or training stream (:mod:`ncgeom.runs.convergence`)."""
 
     def keep_good_state(self) -> None:
         """Remember every run's parameters: the state a failed run is rolled back to."""
@@ -135,6 +149,19 @@ def _start(driver: Driver, states: list[RunState]) -> None:
                 raise ValueError(f"{where}the initial embeddings are not finite (init_scale={c.init_scale:g}, "
                                  f"dtype={c.dtype})")
             state.initial = initial
+    fresh = [r for r, state in enumerate(states) if state.initial is not None and state.initial.grad_norm is None
+             and not state.history]
+    if fresh:  # the reference of every later gradient ratio (a resumed run keeps its checkpoint's)
+        probes = driver.probe()
+        for r in fresh:
+            initial = states[r].initial
+            assert initial is not None  # set above
+            states[r].initial = _with_probe(initial, probes[r])
+    for r, state in enumerate(states):
+        reference = driver.reference_probe(r) if state.config.init == "near_nc" else None
+        state.grad_reference = reference.grad_norm if reference is not None else (
+            state.initial.grad_norm if state.initial is not None else None)
+    for state in states:
         state.last_metrics = next((h for h in reversed(state.history) if h.metrics is not None), state.initial)
     record = provenance()  # one process, one moment: the same record for every run of a stack
     for state in states:
@@ -168,6 +195,8 @@ def _run_steps(driver: Driver, states: list[RunState], epoch: int, bar: _Bar) ->
 
 
 def _end_epoch(driver: Driver, states: list[RunState], epoch: int) -> None:
+    config = states[0].config  # metrics_every and epochs are shared by a stack (its key)
+    probes = driver.probe() if epoch % config.metrics_every == 0 or epoch == config.epochs else None
     for r, state in enumerate(states):
         if not state.live:
             continue
@@ -175,14 +204,27 @@ def _end_epoch(driver: Driver, states: list[RunState], epoch: int) -> None:
         if record is None:
             driver.rollback(r)
             state.live = False
-            state.status, state.message = "diverged", f"{state.failure}; kept the state of the last complete epoch"
+            state.status, state.stop_reason = "diverged", "diverged"
+            state.message = f"{state.failure}; kept the state of the last complete epoch"
             continue
+        if probes is not None and record.metrics is not None:
+            record = _with_probe(record, probes[r])
         record = dataclasses.replace(record, time_s=time.perf_counter() - driver.start)
         state.history.append(record)
         if record.metrics is not None:
             state.last_metrics = record
         if state.folder is not None:
             state.folder.append(record)
+        if (state.config.stop == "converged" and record.metrics is not None and state.initial is not None
+                and convergence_state(state.initial, state.history, reference=state.grad_reference) == "converged"):
+            state.live, state.stop_reason = False, "converged"  # stops here; the others go on
+
+
+def _with_probe(record: EpochRecord, probe: Probe | None) -> EpochRecord:
+    """``record`` with the probe's value and gradient norm (None when the probe had no finite value)."""
+    if probe is None:
+        return record
+    return dataclasses.replace(record, probe_loss=probe.loss, grad_norm=probe.grad_norm)
 
 
 def _epoch_record(driver: Driver, r: int, state: RunState, epoch: int) -> EpochRecord | None:
@@ -204,16 +246,21 @@ def _finish(driver: Driver, r: int, state: RunState) -> Result:
         state.folder.close()  # durable; an exception before here leaves the last epoch's file (no summary: rerun)
     if state.status == "completed":
         resumed = f" (resumed at epoch {state.resumed_at})" if state.resumed_at is not None else ""
-        state.message = f"trained {state.config.epochs} epochs{resumed}"
+        trained = state.history[-1].epoch if state.history else 0
+        state.message = (f"trained {state.config.epochs} epochs{resumed}" if state.stop_reason == "budget" else
+                         f"converged at epoch {trained} of a budget of {state.config.epochs}{resumed}")
     if state.history and state.history[-1].metrics is None:  # diverged after an epoch skipped by metrics_every
         last = state.history[-1]
         state.last_metrics = driver.evaluate(r, last.epoch, last.loss) or state.last_metrics
     embeddings, labels = driver.final_embeddings(r)
     assert state.initial is not None and state.last_metrics is not None  # set by _start
+    kept = [h for h in state.history if h.epoch <= state.last_metrics.epoch]  # a diverged run: up to its final record
+    convergence = convergence_state(state.initial, kept, reference=state.grad_reference)
     result = Result(
         config=state.config, status=state.status, message=state.message, history=tuple(state.history),
         initial=state.initial, final=state.last_metrics, nc_value=state.nc_value, nc_value_source=state.nc_source,
         embeddings=embeddings, labels=labels, wall_time_s=time.perf_counter() - driver.start,
+        stop_reason=state.stop_reason, convergence=convergence, grad_reference=state.grad_reference,
     )
     if state.folder is not None:
         state.folder.finish(result.summary_record(), embeddings, labels)

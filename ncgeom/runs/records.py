@@ -38,7 +38,14 @@ from ncgeom.atomic_io import atomic_write_json, atomic_write_text, dumps_json, j
 from ncgeom.metrics.record import METRIC_NAMES
 from ncgeom.runs.config import Config, config_from_dict
 from ncgeom.validate import require_keys
-from ncgeom.vocabulary import RUN_STATUSES, RunStatus
+from ncgeom.vocabulary import (
+    CONVERGENCE_STATES,
+    RUN_STATUSES,
+    STOP_REASONS,
+    ConvergenceState,
+    RunStatus,
+    StopReason,
+)
 
 __all__ = [
     "EpochRecord",
@@ -80,6 +87,10 @@ class EpochRecord:
     metrics : mapping or None
         The docs/theory.md section 8 metrics (keys of ``ncgeom.metrics.METRIC_NAMES``), None on epochs
         skipped by ``metrics_every``.
+    probe_loss, grad_norm : float or None
+        At the epochs with metrics: the value of the run's training objective on its fixed probe batches, and the
+        norm of its gradient with respect to the parameters (:mod:`ncgeom.runs.convergence`); None elsewhere and
+        in records written before they existed.
     """
 
     epoch: int
@@ -90,6 +101,8 @@ class EpochRecord:
     mean_norm: float | None = None
     time_s: float | None = None
     metrics: Mapping[str, Any] | None = field(default=None, repr=False)
+    probe_loss: float | None = None
+    grad_norm: float | None = None
 
     def value(self, key: str) -> Any:
         """A field of the record or, for a metric name, the metric (None when not computed)."""
@@ -120,7 +133,11 @@ class RunSummary:
     """summary.json: how a run ended, its initial and final state, the NC value it is compared with.
 
     ``status`` is ``"completed"`` or ``"diverged"`` (the loss became non-finite; ``message`` says where,
-    and ``final`` is the last complete epoch). ``final`` is the last epoch with metrics.
+    and ``final`` is the last complete epoch). ``final`` is the last epoch with metrics. ``stop_reason``: why the
+    run stopped (its budget, convergence under ``stop="converged"``, divergence); ``convergence``: the state of
+    :func:`ncgeom.runs.convergence.convergence_state` at the final epoch (docs/theory.md, section 9,
+    "Convergence"); ``grad_reference``: the gradient norm its gradient ratio is taken against (the initial one, or
+    at a random initialization for a run started near NC); None in summaries written before they existed.
     """
 
     status: RunStatus
@@ -132,10 +149,22 @@ class RunSummary:
     epochs_run: int
     wall_time_s: float
     config: Config = field(repr=False)
+    stop_reason: StopReason | None = None
+    convergence: ConvergenceState | None = None
+    grad_reference: float | None = None
 
     def __post_init__(self) -> None:
         if self.status not in RUN_STATUSES:
             raise ValueError(f"status must be one of {', '.join(RUN_STATUSES)}, got {self.status!r}")
+        if self.stop_reason is not None and self.stop_reason not in STOP_REASONS:
+            raise ValueError(f"stop_reason must be one of {', '.join(STOP_REASONS)}, got {self.stop_reason!r}")
+        if self.convergence is not None and self.convergence not in CONVERGENCE_STATES:
+            raise ValueError(f"convergence must be one of {', '.join(CONVERGENCE_STATES)}, got {self.convergence!r}")
+
+    @property
+    def converged(self) -> bool:
+        """True when the run converged by the rule of docs/theory.md, section 9 (False for older summaries)."""
+        return self.status == "completed" and self.convergence == "converged"
 
     @property
     def gap(self) -> float | None:
@@ -164,7 +193,8 @@ class RunSummary:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunSummary:
         names = {f.name for f in fields(cls)}
-        require_keys("run summary", data, accepted=names, required=names)
+        require_keys("run summary", data, accepted=names,
+                     required=names - {"stop_reason", "convergence", "grad_reference"})
         return cls(**{**data, "final": EpochRecord.from_dict(data["final"]),
                       "initial": EpochRecord.from_dict(data["initial"]), "config": config_from_dict(data["config"])})
 

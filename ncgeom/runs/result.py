@@ -14,7 +14,7 @@ import numpy as np
 
 from ncgeom.runs.config import Config
 from ncgeom.runs.records import EpochRecord, RunSummary
-from ncgeom.vocabulary import RunStatus
+from ncgeom.vocabulary import ConvergenceState, RunStatus, StopReason
 
 __all__ = ["Result"]
 
@@ -41,6 +41,12 @@ class Result:
     embeddings : numpy.ndarray [N, d]
         Final training embeddings (float64); ``labels`` their true classes.
     wall_time_s : float
+    stop_reason : {"budget", "converged", "diverged"}
+        Why training stopped (``Config.stop``; docs/theory.md, section 9, "Convergence").
+    convergence : {"converged", "still moving", "stalled", "undetermined"}
+        Where the run stood at its final epoch (:func:`ncgeom.runs.convergence.convergence_state`).
+    grad_reference : float or None
+        The gradient norm of the run's gradient ratio (:mod:`ncgeom.runs.convergence`).
     """
 
     config: Config
@@ -54,6 +60,9 @@ class Result:
     embeddings: np.ndarray = field(repr=False, compare=False)
     labels: np.ndarray = field(repr=False, compare=False)
     wall_time_s: float = field(default=0.0, compare=False)
+    stop_reason: StopReason = "budget"
+    convergence: ConvergenceState = "undetermined"
+    grad_reference: float | None = None
 
     @property
     def gap(self) -> float | None:
@@ -65,7 +74,8 @@ class Result:
         return RunSummary(
             status=self.status, message=self.message, final=self.final, initial=self.initial,
             nc_value=self.nc_value, nc_value_source=self.nc_value_source, epochs_run=len(self.history),
-            wall_time_s=self.wall_time_s, config=self.config,
+            wall_time_s=self.wall_time_s, config=self.config, stop_reason=self.stop_reason,
+            convergence=self.convergence, grad_reference=self.grad_reference,
         )
 
     def summary(self) -> dict[str, Any]:

@@ -24,7 +24,11 @@ from ncgeom.runs.config import Config
 from ncgeom.vocabulary import device_type
 
 __all__ = ["Streams", "seed_streams", "step_generator", "check_device", "make_data", "vector_model", "prepared_loss",
-           "torch_dtype"]
+           "torch_dtype", "probe_batches", "probe_generator", "probe_seed", "PROBE_STREAM",
+           "random_reference_model"]
+
+#: The key that separates a run's probe stream from its four training streams (numpy.random.default_rng([seed, key])).
+PROBE_STREAM = 0x50524F42
 
 
 class Streams(NamedTuple):
@@ -146,3 +150,36 @@ def prepared_loss(config: Config, generator) -> Callable[[Any, Any], Any]:
         )
 
     return loss
+
+
+def probe_batches(config: Config, labels: np.ndarray, *, limit: int) -> np.ndarray:
+    """The probe batches of a run [K, B] (K = min(limit, batches per epoch)): drawn once by the run's own batch
+    sampler (:func:`ncgeom.data.epoch_batches`) from ``numpy.random.default_rng([seed, PROBE_STREAM])``, a stream
+    apart from the four training streams, so probing draws nothing from them (ncgeom.runs.convergence)."""
+    from ncgeom.data import epoch_batches
+
+    rng = np.random.default_rng([config.seed, PROBE_STREAM])
+    return epoch_batches(config.batches, labels, config.batch_size, rng=rng)[:limit]
+
+
+def probe_generator(config: Config, device):
+    """A torch.Generator on ``device`` for the probe's draws (sampled negatives, noise positives, augmentations),
+    apart from the run's step generator; the drivers reseed it with :func:`probe_seed` before every probe, so the
+    probe objective is one fixed function of the parameters."""
+    import torch
+
+    return torch.Generator(device=torch.device(device)).manual_seed(probe_seed(config))
+
+
+def probe_seed(config: Config) -> int:
+    """The seed of a run's probe generator (from ``config.seed`` and :data:`PROBE_STREAM`)."""
+    seq = np.random.SeedSequence([config.seed, PROBE_STREAM])
+    return int(seq.generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+def random_reference_model(config: Config, data: LabeledData):
+    """The encoder a run of ``config`` would start from with a random initialization (``init="random"``, drawn from
+    fresh streams of the same seed, so the run's own streams are untouched): the scale of the gradient far from any
+    fixed point, against which a run started near NC (``init="near_nc"``) measures its gradient ratio
+    (:mod:`ncgeom.runs.convergence`)."""
+    return vector_model(config.replace(init="random"), data, seed_streams(config.seed))

@@ -31,6 +31,7 @@ import numpy as np
 from ncgeom.data import batches_per_epoch, epoch_batches, two_view_batch
 from ncgeom.runs.budget import check_run_memory
 from ncgeom.runs.config import Config
+from ncgeom.runs.convergence import PROBE_BATCHES, Probe, probe_model
 from ncgeom.runs.evaluate import vector_record
 from ncgeom.runs.folder import RunFolder
 from ncgeom.runs.loop import RunState, train
@@ -41,6 +42,10 @@ from ncgeom.runs.setup import (
     check_device,
     make_data,
     prepared_loss,
+    probe_batches,
+    probe_generator,
+    probe_seed,
+    random_reference_model,
     seed_streams,
     step_generator,
     torch_dtype,
@@ -77,6 +82,9 @@ class SingleDriver:
         self.loss = prepared_loss(config, self.generator)
         self.indexed = bool(getattr(self.model, "takes_indices", False))
         self.steps_per_epoch = batches_per_epoch(config.batches, self.data.num_train, config.batch_size)
+        self.probe_rows = torch.from_numpy(probe_batches(config, self.data.y_train, limit=PROBE_BATCHES)).to(device)
+        self.probe_generator = probe_generator(config, device)
+        self.probe_loss = prepared_loss(config, self.probe_generator)
         nc_value, nc_source = run_nc_value(config, labels=self.data.y_train)
         self.states = [RunState(config, nc_value, nc_source, folder=folder)]
         self._good: dict[str, Any] = {}
@@ -88,15 +96,19 @@ class SingleDriver:
         batches = torch.from_numpy(epoch_batches(c.batches, self.data.y_train, c.batch_size, rng=self.batch_rng))
         yield from batches.to(self.device)[: self.steps_per_epoch]
 
+    def _forward(self, idx: Any, generator: Any) -> tuple[Any, Any]:
+        """(z, labels) of a batch of sample indices: a two-view batch with noise positives (drawn from
+        ``generator``), else the samples with their class labels."""
+        if self.config.positives == "noise":
+            views, labels = two_view_batch(self.x_train[idx], scale=self.config.noise_scale, generator=generator)
+            return self.model(views), labels
+        z = self.model(idx) if self.indexed else self.model(self.x_train[idx])
+        return z, self.y_train[idx]
+
     def losses(self, idx: Any, stepping: list[bool], *, epoch: int, step: int) -> tuple[Any, list[float | str]]:
         import torch
 
-        if self.config.positives == "noise":
-            views, labels = two_view_batch(self.x_train[idx], scale=self.config.noise_scale, generator=self.generator)
-            z = self.model(views)
-        else:
-            z = self.model(idx) if self.indexed else self.model(self.x_train[idx])
-            labels = self.y_train[idx]
+        z, labels = self._forward(idx, self.generator)
         if not bool(torch.isfinite(z.detach()).all()):
             return None, [f"embeddings became non-finite at epoch {epoch}, step {step}"]
         loss = self.loss(z, labels)
@@ -106,6 +118,24 @@ class SingleDriver:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
+
+    def probe(self) -> list[Probe | None]:
+        self.probe_generator.manual_seed(probe_seed(self.config))
+        self.optimizer.zero_grad(set_to_none=True)
+        try:
+            probe = probe_model(self.model, self.probe_rows, self._forward, self.probe_loss, self.probe_generator,
+                                       weight_decay=self.config.weight_decay)
+        finally:
+            self.optimizer.zero_grad(set_to_none=True)
+        return [probe]
+
+    def reference_probe(self, r: int) -> Probe | None:
+        model = random_reference_model(self.config, self.data).to(self.device)
+        self.probe_generator.manual_seed(probe_seed(self.config))
+        probe = probe_model(model, self.probe_rows, lambda idx, gen: (model(idx), self.y_train[idx]), self.probe_loss,
+                            self.probe_generator, weight_decay=self.config.weight_decay)
+        model.zero_grad(set_to_none=True)
+        return probe
 
     def embeddings(self) -> np.ndarray:
         """Every training embedding [N, d] (float64, on the CPU)."""

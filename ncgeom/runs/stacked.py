@@ -55,6 +55,7 @@ from ncgeom.budget import require_within_budget
 from ncgeom.data import LabeledData, class_balanced_batches, class_balanced_counts, two_view_batch
 from ncgeom.runs.budget import check_run_memory, stack_memory_bytes
 from ncgeom.runs.config import Config
+from ncgeom.runs.convergence import PROBE_BATCHES, Probe, probe_model
 from ncgeom.runs.evaluate import vector_record
 from ncgeom.runs.folder import RunFolder
 from ncgeom.runs.loop import RunState, train
@@ -65,12 +66,16 @@ from ncgeom.runs.setup import (
     check_device,
     make_data,
     prepared_loss,
+    probe_batches,
+    probe_generator,
+    probe_seed,
+    random_reference_model,
     seed_streams,
     step_generator,
     torch_dtype,
     vector_model,
 )
-from ncgeom.vocabulary import effective_beta, is_supervised
+from ncgeom.vocabulary import LAYERED_MODELS, effective_beta, is_supervised
 
 __all__ = ["STACK_FIELDS", "StackLoss", "stack_key", "stackable", "can_stack", "group_stacks", "stack_loss",
            "StackedDriver", "run_stack"]
@@ -94,8 +99,8 @@ def stack_key(config: Config) -> tuple[Any, ...]:
     return (
         *(getattr(config, f) for f in STACK_FIELDS), config.num_train, config.classes, config.embedding_dim,
         config.input_dim if inputs else None,
-        config.hidden_dim if config.model == "mlp" else None,
-        config.depth if config.model == "mlp" else None,
+        config.hidden_dim if config.model in LAYERED_MODELS else None,
+        config.depth if config.model in LAYERED_MODELS else None,
     )
 
 
@@ -127,7 +132,13 @@ def stack_loss(config: Config) -> StackLoss:
 
 
 class StackedDriver:
-    """A stack of runs (module docstring); the :class:`ncgeom.runs.loop.Driver` of :func:`run_stack`."""
+    """A stack of runs (module docstring); the :class:`ncgeom.runs.loop.Driver` of :func:`run_stack`.
+
+    The runs still training occupy the **slots** of the stacked tensors (parameters, Adam state, data); a run that
+    stops (converged or diverged) leaves them at the start of the next epoch, its final parameters parked, so the
+    stack's cost follows the runs still training. A run's numbers do not depend on its stack-mates (module
+    docstring), so leaving changes nothing for the others.
+    """
 
     images_per_step = 0
     first_epoch = 1
@@ -140,6 +151,7 @@ class StackedDriver:
 
         self.start = time.perf_counter()
         head = self.head = configs[0]
+        self.configs = list(configs)
         self.device = device
         self.loss_kind = stack_loss(head)
         self.noise = head.positives == "noise"
@@ -147,104 +159,192 @@ class StackedDriver:
         self.data: list[LabeledData] = []
         self.batch_rngs: list[np.random.Generator] = []
         self.generators: list[Any] = []
-        self.losses_of: list[Callable[[Any, Any], Any]] = []  # each run's prepared loss ("per run" stacks)
         models = []
         for config, folder in zip(configs, folders, strict=True):
             streams = seed_streams(config.seed)
             data = make_data(config, rng=streams.data)
             models.append(vector_model(config, data, streams))  # on the CPU; the stack is moved to the device
-            generator = step_generator(streams.torch, device)
             nc_value, nc_source = run_nc_value(config)
             self.states.append(RunState(config, nc_value, nc_source, folder=folder))
             self.data.append(data)
             self.batch_rngs.append(streams.batch)
-            self.generators.append(generator)
-            if self.loss_kind == "per run":
-                self.losses_of.append(prepared_loss(config, generator))
+            self.generators.append(step_generator(streams.torch, device))
+        per_run = self.loss_kind == "per run"
+        self.losses_of = [prepared_loss(c, g) for c, g in zip(configs, self.generators)] if per_run else []
+        self.probe_generators = [probe_generator(c, device) for c in configs]
+        self.probe_losses = [prepared_loss(c, g) for c, g in zip(configs, self.probe_generators)] if per_run else []
         self.encoder = StackedEncoder.from_models(head.model, models, norm=head.norm, device=device)  # type: ignore[arg-type]
         del models
         self.indexed = self.encoder.takes_indices
         dtype = torch_dtype(head)
         self.x_train = [torch.as_tensor(d.x_train, dtype=dtype, device=device) for d in self.data]
         self.x_test = [torch.as_tensor(d.x_test, dtype=dtype, device=device) for d in self.data]
-        self.x_stack = None if self.indexed else torch.stack(self.x_train)
-        self.y_stack = torch.stack([torch.as_tensor(d.y_train, device=device) for d in self.data])
-        self.supervised = torch.tensor([is_supervised(c.setting) for c in configs], device=device)
-        # per-run scalars stay float64 on the CPU: stacked_weighted converts them to z's dtype and device
-        self.beta = torch.tensor([effective_beta(c.setting, c.beta) for c in configs], dtype=torch.float64)
-        self.tau = torch.tensor([c.tau for c in configs], dtype=torch.float64)
         self.num_negatives = None if head.num_negatives == "batch" else int(head.num_negatives)
         self.band = 2 if self.noise else int(class_balanced_counts(len(np.unique(self.data[0].y_train)),
                                                                   head.batch_size).max())
         self.optimizer = StackedAdam(self.encoder.params, lr=[c.lr for c in configs],
                                      weight_decay=[c.weight_decay for c in configs])
-        self.row_ids = torch.arange(len(configs), device=device)[:, None]
         self.steps_per_epoch = math.ceil(self.data[0].num_train / head.batch_size)
         # The stacked kernel sorts each batch by label (stable) and scatters dZ back; a batch of table rows
         # (unconstrained) given in that order already gives the same z, loss and table gradient bit for bit (each
         # table row gets the same terms), without the kernel's gather and scatter. Not for input models: the
         # order of a batch's rows enters the sums of their weight gradients.
         self.presort = self.indexed and not self.noise and self.loss_kind == "stacked"
+        self.parked: dict[int, Any] = {}  # run -> a one-run StackedEncoder of its final parameters
         self._good: list[Any] = []
+        self._set_slots(list(range(len(configs))))
 
+    # --- the slots -----------------------------------------------------------------------------------------
+    def _set_slots(self, runs: list[int]) -> None:
+        """The per-slot tensors for the runs ``runs`` (slot i = run runs[i])."""
+        import torch
+
+        self.slots = runs
+        self.x_stack = None if self.indexed else torch.stack([self.x_train[r] for r in runs])
+        self.y_stack = torch.stack([torch.as_tensor(self.data[r].y_train, device=self.device) for r in runs])
+        chosen = [self.configs[r] for r in runs]
+        self.supervised = torch.tensor([is_supervised(c.setting) for c in chosen], device=self.device)
+        # per-run scalars stay float64 on the CPU: stacked_weighted converts them to z's dtype and device
+        self.beta = torch.tensor([effective_beta(c.setting, c.beta) for c in chosen], dtype=torch.float64)
+        self.tau = torch.tensor([c.tau for c in chosen], dtype=torch.float64)
+        self.weight_decay = torch.tensor([c.weight_decay for c in chosen], dtype=torch.float64)
+        self.row_ids = torch.arange(len(runs), device=self.device)[:, None]
+        self.probe_rows = torch.from_numpy(np.stack([probe_batches(self.configs[r], self.data[r].y_train,
+                                                                   limit=PROBE_BATCHES) for r in runs])).to(self.device)
+
+    def _leave(self) -> None:
+        """Runs that stopped leave the stack: parameters, Adam state and per-slot tensors cut to the live runs."""
+        from ncgeom.models import StackedEncoder
+
+        keep = [i for i, r in enumerate(self.slots) if self.states[r].live]
+        if len(keep) == len(self.slots) or not keep:
+            return
+        for i, r in enumerate(self.slots):
+            if i not in keep:
+                self.parked[r] = StackedEncoder(self.encoder.kind, [p.detach()[i:i + 1] for p in self.encoder.params],
+                                                norm=self.encoder.norm)
+        params = [p.detach()[keep].contiguous() for p in self.encoder.params]
+        self.encoder = StackedEncoder(self.encoder.kind, params, norm=self.encoder.norm)
+        self.optimizer = self.optimizer.select(keep, self.encoder.params)
+        self._good = [g[keep] for g in self._good]
+        self._set_slots([self.slots[i] for i in keep])
+
+    def _slot(self, r: int) -> int:
+        return self.slots.index(r)
+
+    # --- the loop's calls ------------------------------------------------------------------------------------
     def epoch_steps(self, epoch: int) -> Iterator[Any]:
         import torch
 
+        self._leave()
         b, steps = self.head.batch_size, self.steps_per_epoch
         batches = torch.from_numpy(np.stack([
-            class_balanced_batches(d.y_train, b, num_batches=steps, rng=rng)
-            for d, rng in zip(self.data, self.batch_rngs)])).to(self.device)  # [R, steps, B]
+            class_balanced_batches(self.data[r].y_train, b, num_batches=steps, rng=self.batch_rngs[r])
+            for r in self.slots])).to(self.device)  # [S, steps, B]
         if self.presort:  # each batch in label order (stable): the kernel's own sort is then the identity
             order = torch.sort(self.y_stack.gather(1, batches.flatten(1)).view_as(batches), dim=2, stable=True).indices
             batches = batches.gather(2, order)
         for s in range(steps):
             yield batches[:, s]
 
-    def _forward(self, idx):
-        """(z [R, B', d], labels [R, B']) of one step's batch indices [R, B]."""
+    def _forward(self, idx, generators: list[Any]):
+        """(z [S, B', d], labels [S, B']) of one step's batch indices [S, B]; noise positives drawn from each slot's
+        run's generator of ``generators`` (indexed by run)."""
         import torch
 
         if self.noise:
             assert self.x_stack is not None  # noise positives need an input model (Config checks it)
-            pairs = [two_view_batch(self.x_stack[r, idx[r]], scale=s.config.noise_scale, generator=self.generators[r])
-                     for r, s in enumerate(self.states)]
+            pairs = [two_view_batch(self.x_stack[i, idx[i]], scale=self.configs[r].noise_scale, generator=generators[r])
+                     for i, r in enumerate(self.slots)]
             return self.encoder(torch.stack([p[0] for p in pairs])), torch.stack([p[1] for p in pairs])
         inputs = idx if self.indexed else self.x_stack[self.row_ids, idx]  # type: ignore[index]
         return self.encoder(inputs), self.y_stack.gather(1, idx)
 
-    def losses(self, idx: Any, stepping: list[bool], *, epoch: int, step: int) -> tuple[Any, list[float | str]]:
+    def _stack_losses(self, z, labels, active: list[bool], per_run: list[Callable[[Any, Any], Any]]):
+        """Per-slot losses [S] of a stacked batch: the stacked kernel, or each slot's run's own loss of ``per_run``
+        (indexed by run; a zero attached to the graph where ``active`` is False)."""
         import torch
 
         from ncgeom.losses.kernels.stacked import stacked_weighted
 
-        z, labels = self._forward(idx)
-        finite = torch.isfinite(z.detach()).flatten(1).all(1).tolist()
-        failures = {r: f"embeddings became non-finite at epoch {epoch}, step {step}"
-                    for r in range(len(self.states)) if stepping[r] and not finite[r]}
         if self.loss_kind == "stacked":
-            losses = stacked_weighted(z, labels, supervised=self.supervised, beta=self.beta, tau=self.tau,
-                                      num_negatives=self.num_negatives, detach_weights=self.head.detach_weights,
-                                      band_width=self.band)
-        else:  # every run's own batch loss; a zero (attached) for the runs not stepping
-            losses = torch.stack([fn(z[r], labels[r]) if stepping[r] and r not in failures else z[r].sum() * 0.0
-                                  for r, fn in enumerate(self.losses_of)])
-        values: list[float | str] = losses.detach().tolist()
-        for r, message in failures.items():
-            values[r] = message
+            return stacked_weighted(z, labels, supervised=self.supervised, beta=self.beta, tau=self.tau,
+                                    num_negatives=self.num_negatives, detach_weights=self.head.detach_weights,
+                                    band_width=self.band)
+        return torch.stack([per_run[r](z[i], labels[i]) if active[i] else z[i].sum() * 0.0
+                            for i, r in enumerate(self.slots)])
+
+    def losses(self, idx: Any, stepping: list[bool], *, epoch: int, step: int) -> tuple[Any, list[float | str]]:
+        import torch
+
+        z, labels = self._forward(idx, self.generators)
+        finite = torch.isfinite(z.detach()).flatten(1).all(1).tolist()
+        moving = [stepping[r] for r in self.slots]
+        active = [m and f for m, f in zip(moving, finite)]
+        losses = self._stack_losses(z, labels, active, self.losses_of)
+        values: list[float | str] = [0.0] * len(self.states)
+        for i, (r, v) in enumerate(zip(self.slots, losses.detach().tolist())):
+            values[r] = v if finite[i] else f"embeddings became non-finite at epoch {epoch}, step {step}"
         return losses, values
 
     def update(self, losses: Any, stepping: list[bool]) -> None:
         self.optimizer.zero_grad()
         losses.sum().backward()
         self.optimizer.step()
-        for r, moving in enumerate(stepping):
-            if not moving:  # frozen (diverged before) or failing now: no update
-                self.encoder.restore(r, self._good)
+        for i, r in enumerate(self.slots):
+            if not stepping[r]:  # failing now (or stopped, until it leaves): no update
+                self.encoder.restore(i, self._good)
+
+    def probe(self) -> list[Probe | None]:
+        """Every live run's probe (ncgeom.runs.convergence) from one stacked backward per probe batch: a run's loss
+        depends on its own slice of the parameters only, so the slice of the gradient is its own."""
+        import torch
+
+        for r in self.slots:
+            self.probe_generators[r].manual_seed(probe_seed(self.configs[r]))
+        slots, k = len(self.slots), self.probe_rows.shape[1]
+        ok = [True] * slots
+        values = torch.zeros(slots, dtype=torch.float64)
+        total = torch.zeros(slots, dtype=torch.float64)
+        self.optimizer.zero_grad()
+        try:
+            for j in range(k):
+                z, labels = self._forward(self.probe_rows[:, j], self.probe_generators)
+                ok = [a and b for a, b in zip(ok, torch.isfinite(z.detach()).flatten(1).all(1).tolist())]
+                parts = self._stack_losses(z, labels, ok, self.probe_losses) / k
+                parts.sum().backward()
+                values += parts.detach().to("cpu", torch.float64)
+            for p in self.encoder.params:
+                g = torch.zeros_like(p) if p.grad is None else p.grad
+                wd = self.weight_decay.to(p.device, p.dtype).view(-1, *([1] * (p.ndim - 1)))
+                total += (g + wd * p.detach()).detach().to(torch.float64).flatten(1).pow(2).sum(1).cpu()
+                values += 0.5 * self.weight_decay * p.detach().to("cpu", torch.float64).flatten(1).pow(2).sum(1)
+        finally:
+            self.optimizer.zero_grad()
+        out: list[Probe | None] = [None] * len(self.states)
+        for i, (r, v, n) in enumerate(zip(self.slots, values.tolist(), total.sqrt().tolist())):
+            out[r] = Probe(v, n) if ok[i] and np.isfinite(v) and np.isfinite(n) else None
+        return out
+
+    def reference_probe(self, r: int) -> Probe | None:
+        """The single driver's reference probe of run r (a model of its own: the reference is one number per run)."""
+        import torch
+
+        config, loss = self.configs[r], (self.probe_losses[r] if self.probe_losses else prepared_loss(
+            self.configs[r], self.probe_generators[r]))
+        model = random_reference_model(config, self.data[r]).to(self.device)
+        y = torch.as_tensor(self.data[r].y_train, device=self.device)
+        self.probe_generators[r].manual_seed(probe_seed(config))
+        probe = probe_model(model, self.probe_rows[self._slot(r)], lambda idx, gen: (model(idx), y[idx]), loss,
+                            self.probe_generators[r], weight_decay=config.weight_decay)
+        model.zero_grad(set_to_none=True)
+        return probe
 
     def _embeddings(self, r: int, x) -> np.ndarray:
         import torch
 
-        return self.encoder.embed(r, x).detach().to("cpu", torch.float64).numpy()
+        encoder, index = (self.parked[r], 0) if r in self.parked else (self.encoder, self._slot(r))
+        return encoder.embed(index, x).detach().to("cpu", torch.float64).numpy()
 
     def evaluate(self, r: int, epoch: int, loss: float | None) -> EpochRecord | None:
         z = self._embeddings(r, None if self.indexed else self.x_train[r])
@@ -260,7 +360,7 @@ class StackedDriver:
         self._good = self.encoder.snapshot()
 
     def rollback(self, r: int) -> None:
-        self.encoder.restore(r, self._good)
+        self.encoder.restore(self._slot(r), self._good)
 
     def end_epoch(self, epoch: int) -> None:
         return None
