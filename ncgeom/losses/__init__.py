@@ -12,7 +12,14 @@ import importlib
 from typing import TYPE_CHECKING
 
 from ncgeom.losses.eta import Eta, custom_eta, exponential_tilt, tilt_weights
-from ncgeom.losses.properties import PropertyVerdict, check_convex, check_monotone
+from ncgeom.losses.properties import (
+    REACHABLE_S,
+    REACHABLE_T,
+    PropertyVerdict,
+    check_convex,
+    check_monotone,
+    reachable_scale,
+)
 from ncgeom.losses.psi import Psi, custom_psi, infonce, infonce_mean, make_psi, triplet
 from ncgeom.vocabulary import BACKENDS, PSI_NAMES, SETTINGS  # re-exported: the names users of ncgeom.losses know
 
@@ -34,6 +41,9 @@ __all__ = [
     "PropertyVerdict",
     "check_convex",
     "check_monotone",
+    "REACHABLE_T",
+    "REACHABLE_S",
+    "reachable_scale",
     "batch_loss",
     "batch_loss_pairs",
     "PairLosses",
