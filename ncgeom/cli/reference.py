@@ -23,6 +23,8 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     ],
     "metrics": [
         ("ncgeom metrics embeddings.npz --json", "NC/DC metrics of arrays z [N, d] and labels [N] saved with np.savez"),
+        ("ncgeom metrics test.npz --train train.npz --normalize sphere --setting hscl --beta 5",
+         "the verdict, test NCC accuracy with the train class means, and the HSCL loss against NC and its bound"),
     ],
     "verify": [
         ("ncgeom verify --quick", "symbolic checks, exact Harris checks, convex certificates, counterexample, HUCL exploration"),
