@@ -40,6 +40,16 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
          "a claim's shipped sweep and its verdicts; rerun the same command to resume"),
         ("ncgeom sweep my_grid.toml --out runs/mine --scheduler tcp://host:8786", "your own spec (docs/experiments.md) on a Dask cluster"),
     ],
+    "compare": [
+        ("ncgeom compare runs/a runs/b --metric etf_distance gap first_nc_epoch",
+         "two runs side by side (runs of one config but the seed: one row, mean and 95 % interval)"),
+    ],
+    "plot": [
+        ("ncgeom plot runs/mine --metric within_class --out within.png", "a sweep's histories, mean and band over seeds"),
+    ],
+    "summarize": [
+        ("ncgeom summarize runs/mine --format csv", "per grid point mean and interval of every run of a sweep, as CSV"),
+    ],
     "bench": [
         ("ncgeom bench --batch-sizes 256 1024 --methods floor dense blocked pml --out bench.json",
          "speed and peak memory of the SCL batch loss backends vs pytorch-metric-learning"),

@@ -57,6 +57,7 @@ from ncgeom.vocabulary import (
     ResNetKind,
     Setting,
     device_type,
+    is_hard,
 )
 
 __all__ = ["Config", "config_fields", "config_from_dict", "field_type_error", "field_kind", "expected_type",
@@ -193,6 +194,30 @@ class Config:
         """
         reads = DATASET_FIELDS[self.dataset]
         return {k: v for k, v in self.to_dict().items() if k not in _DATASET_ONLY or k in reads}
+
+    def applies(self, name: str) -> bool:
+        """Whether the run reads field ``name``: what a label of the run shows (``ncgeom compare``, ``ncgeom
+        summarize``, summary.csv). Not read: a field of another data set (:data:`DATASET_FIELDS`); beta in scl/ucl
+        (:func:`ncgeom.vocabulary.effective_beta`); psi and margin with the weighted estimator, margin unless psi is
+        triplet; noise_scale without noise positives; hidden_dim and depth without an MLP; init_noise without a
+        near-NC start; init_scale without a random unconstrained start; the input fields of the Gaussian mixture
+        (input_dim, separation, spread, test_per_class) for unconstrained features, which have no inputs.
+        """
+        if name not in _BY_NAME:
+            raise ValueError(f"name must be a Config field, got {name!r}")
+        if name in _DATASET_ONLY and name not in DATASET_FIELDS[self.dataset]:
+            return False
+        return not {
+            "beta": not is_hard(self.setting),
+            "psi": self.estimator != "sampled",
+            "margin": self.estimator != "sampled" or self.psi != "triplet",
+            "noise_scale": self.positives != "noise",
+            "hidden_dim": self.model != "mlp",
+            "depth": self.model != "mlp",
+            "init_noise": self.init != "near_nc",
+            "init_scale": self.init != "random" or self.model != "unconstrained",
+            **dict.fromkeys(("input_dim", "separation", "spread", "test_per_class"), self.model == "unconstrained"),
+        }.get(name, False)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
