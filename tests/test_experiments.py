@@ -79,7 +79,8 @@ def test_run_records_and_files(tmp_path):
     assert "git_commit" in conf["provenance"] and "torch" in conf["provenance"]["versions"]
     assert runs.config_from_dict({k: v for k, v in conf.items() if k != "provenance"}) == cfg
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["status"] == "completed" and summary["config"] == cfg.to_dict()
+    assert summary["status"] == "completed" and summary["config"] == cfg.applicable_dict()
+    assert "test_fraction" not in summary["config"] and "test_fraction" in conf  # summary.json: what the data set reads
     assert set(summary["final"]) == HISTORY_KEYS and set(summary["final"]["metrics"]) == set(METRIC_NAMES)
     np.testing.assert_allclose(summary["nc_value"], result.nc_value, rtol=0, atol=0)
     # the one reader gives back what the writer wrote

@@ -76,7 +76,7 @@ def _image_config(tree, **changes) -> Config:
 def test_acceptance_command_writes_the_final_metrics(tree, tmp_path, capsys, options, source):
     out = tmp_path / "run"
     rc = main(["train", "--dataset", "imagefolder", "--data-dir", str(tree), "--model", "resnet18", "--epochs", "1",
-               "--batch-size", "16", "--quiet", "--out", str(out), *options])
+               "--batch-size", "16", "--checkpoint-every", "1", "--quiet", "--out", str(out), *options])
     assert rc == 0, capsys.readouterr().err
     summary = RunSummary.load(out)
     assert summary is not None and summary.status == "completed" and summary.epochs_run == 1
@@ -273,7 +273,8 @@ def _run_files(run_dir: Path):
 @pytest.mark.slow
 def test_resume_is_bitwise_on_the_cpu(small_tree, tmp_path):
     # augment positives: the torch stream (views) and the batch stream both carry over
-    config = _image_config(small_tree, epochs=2, batch_size=8, positives="augment", setting="hucl", lr=1e-3)
+    config = _image_config(small_tree, epochs=2, batch_size=8, positives="augment", setting="hucl", lr=1e-3,
+                           checkpoint_every=1)
     whole = run(config, out_dir=tmp_path / "whole")
     run(config.replace(epochs=1), out_dir=tmp_path / "split")
     resumed = run(config, out_dir=tmp_path / "split", resume=True)

@@ -5,6 +5,8 @@ Format::
     name = "claim1_scl_hscl_nc"          # also the default output folder name
     claim = "1"                           # optional: the docs/theory.md, section 9 claim it tests
     description = "..."
+    seeds = [0, 1]                        # optional: every grid point once per seed, at every scale without
+                                          # its own seeds (also accepted inside [base])
     [base]                                # Config fields shared by every scale
     model = "unconstrained"
     [[grid]]                              # one table: the product of its lists;
@@ -165,7 +167,7 @@ def spec_from_dict(raw: dict[str, Any], *, path: str | None = None, shipped: boo
     where = f"spec {path}" if path else "spec"
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: expected a table of keys, got {_show(raw)}")
-    known = {"name", "description", "claim", "base", "grid", *SCALES}
+    known = {"name", "description", "claim", "seeds", "base", "grid", *SCALES}
     unknown = sorted(map(str, set(raw) - known))
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; accepted: {', '.join(sorted(known))}")
@@ -175,14 +177,27 @@ def spec_from_dict(raw: dict[str, Any], *, path: str | None = None, shipped: boo
     name = raw.get("name") or (Path(path).stem if path and not shipped else "sweep")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(name)):
         raise ValueError(f"{where}: name must use letters, digits, '_', '.', '-' only, got {name!r}")
-    base = _fields_table(raw.get("base", {}), f"{where}: base")
+    raw_base = raw.get("base", {})
+    seeds, seeds_where = raw.get("seeds"), f"{where}: top level"
+    if isinstance(raw_base, dict) and "seeds" in raw_base:  # the spec's seeds, written inside [base]
+        if seeds is not None:
+            raise ValueError(f"{where}: give seeds once, at the top of the spec or in [base], not both")
+        raw_base = {k: v for k, v in raw_base.items() if k != "seeds"}
+        seeds, seeds_where = raw["base"]["seeds"], f"{where}: base"
+    base = _fields_table(raw_base, f"{where}: base")
+    if seeds is not None and "seed" in base:
+        raise ValueError(f"{where}: give either seed (in [base]) or seeds, not both")
     scales = {}
     top_grids = _parse_grids(raw.get("grid", {}), f"{where}: grid")
     for s in SCALES:
         over = _fields_table(raw.get(s, {}), f"{where}: {s}", allow_grid=True)
         if "grid" in over:
             over["grid"] = _parse_grids(over["grid"], f"{where}: {s}.grid")
-        sets = _seed_sets(over, top_grids, f"{where}: {s}")
+        if seeds is not None and "seed" not in over and not any(k in over for k in _SEED_KEYS):
+            over["seeds"] = seeds  # the spec's seeds, at a scale without its own
+            sets = _seed_sets(over, top_grids, seeds_where)
+        else:
+            sets = _seed_sets(over, top_grids, f"{where}: {s}")
         if sets:
             over["seed_sets"] = sets
         scales[s] = over

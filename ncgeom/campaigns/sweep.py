@@ -260,7 +260,8 @@ def count_finished(spec: SweepSpec | str | Path, out_dir: str | Path, *, scale: 
 
 
 def summary_table(runs, keys) -> str:
-    """CSV text: run name, the grid fields, then TABLE_COLUMNS, one row per run."""
+    """CSV text: run name, the grid fields (blank where the run does not read the field: :meth:`Config.applies`),
+    then TABLE_COLUMNS, one row per run."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["run", *keys, *TABLE_COLUMNS])
@@ -272,7 +273,8 @@ def summary_table(runs, keys) -> str:
             values.update(nc_value=s.nc_value, rel_gap=s.rel_gap, spectrum_min=s.spectrum_min,
                           initial_etf_distance=s.initial.value("etf_distance"), epochs_run=s.epochs_run,
                           wall_time_s=s.wall_time_s)
-        row = [r.name, *(_short(getattr(r.config, k)) for k in keys)]
+        # a grid field the run does not read (beta of an scl run, say) is left blank: it is not the run's value
+        row = [r.name, *(_short(getattr(r.config, k)) if r.config.applies(k) else "" for k in keys)]
         for col in TABLE_COLUMNS:
             v = values.get(col)
             row.append("" if v is None else (f"{v:.6g}" if isinstance(v, float) else v))

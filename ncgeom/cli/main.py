@@ -34,7 +34,8 @@ __all__ = ["main", "UsageError", "build_parser", "SUBCOMMAND_MODULES", "BUDGETED
 
 # Order = order in --help. A module missing from an install is skipped (never breaks the CLI).
 # ncgeom.cli.reference (the docs/cli.md generator) imports this module; nothing here imports it.
-SUBCOMMAND_MODULES = ("nc_value", "metrics", "verify", "train", "sweep", "bench", "reproduce")
+SUBCOMMAND_MODULES = ("nc_value", "metrics", "verify", "train", "sweep", "compare", "plot", "summarize", "bench",
+                      "reproduce")
 #: Subcommands that allocate arrays sized by their input: they take --max-memory.
 BUDGETED = ("nc-value", "metrics", "train", "sweep", "bench", "reproduce")
 

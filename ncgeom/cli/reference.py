@@ -23,6 +23,8 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     ],
     "metrics": [
         ("ncgeom metrics embeddings.npz --json", "NC/DC metrics of arrays z [N, d] and labels [N] saved with np.savez"),
+        ("ncgeom metrics test.npz --train train.npz --normalize sphere --setting hscl --beta 5",
+         "the verdict, test NCC accuracy with the train class means, and the HSCL loss against NC and its bound"),
     ],
     "verify": [
         ("ncgeom verify --quick", "symbolic checks, exact Harris checks, convex certificates, counterexample, HUCL exploration"),
@@ -37,6 +39,16 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("ncgeom sweep claim1_scl_hscl_nc --scale quick --out runs/claim1 --workers 2",
          "a claim's shipped sweep and its verdicts; rerun the same command to resume"),
         ("ncgeom sweep my_grid.toml --out runs/mine --scheduler tcp://host:8786", "your own spec (docs/experiments.md) on a Dask cluster"),
+    ],
+    "compare": [
+        ("ncgeom compare runs/a runs/b --metric etf_distance gap first_nc_epoch",
+         "two runs side by side (runs of one config but the seed: one row, mean and 95 % interval)"),
+    ],
+    "plot": [
+        ("ncgeom plot runs/mine --metric within_class --out within.png", "a sweep's histories, mean and band over seeds"),
+    ],
+    "summarize": [
+        ("ncgeom summarize runs/mine --format csv", "per grid point mean and interval of every run of a sweep, as CSV"),
     ],
     "bench": [
         ("ncgeom bench --batch-sizes 256 1024 --methods floor dense blocked pml --out bench.json",

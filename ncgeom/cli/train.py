@@ -6,7 +6,8 @@ on a terminal unless ``--quiet``. Exit codes: 0 completed, 1 diverged (non-finit
 
 Image data sets (``--dataset cifar10|cifar100|stl10|imagefolder --data-dir DIR --model resnet18``,
 docs/experiments.md "Image data sets"): ``--classes`` defaults to the data set's class count (an ImageFolder
-tree's class folders); ``--download`` first fetches the official archive of cifar10, cifar100 or stl10
+tree's class folders); ``--lr`` to the model's default (1e-3, the authors' Adam rate, for a ResNet; a warning when a
+larger free-feature rate is given; ncgeom.runs.defaults); ``--download`` first fetches the official archive of cifar10, cifar100 or stl10
 into --data-dir (md5-checked; never without the flag); ``--resume`` continues from --out's checkpoint.pt.
 """
 
@@ -17,11 +18,13 @@ import json
 import os
 import sys
 import tomllib
+import warnings
 from pathlib import Path
 from typing import Any
 
 from ncgeom.atomic_io import dumps_json
 from ncgeom.runs.config import config_fields, config_from_dict, field_type_error
+from ncgeom.runs.defaults import LearningRateWarning, default_lr, lr_warning
 from ncgeom.validate import require_int
 from ncgeom.vocabulary import IMAGE_DATASETS
 
@@ -152,15 +155,22 @@ def _handler(args: argparse.Namespace) -> int:
     if args.download:
         _download(values, progress=not args.quiet and sys.stderr.isatty())
     _fill_image_classes(values)
+    if "lr" not in values and isinstance(values.get("model"), str):  # the model's default: 1e-3 for a ResNet
+        values["lr"] = default_lr(values["model"])
     # ValueError (naming the field; sizes bounded by the memory budget, ncgeom.budget) -> exit 2, before
     # any allocation and before --out is created
     config = config_from_dict(values)
+    problem = lr_warning(config)
+    if problem is not None:
+        print(f"ncgeom train: warning: {problem}", file=sys.stderr)
 
     from ncgeom.runs import run
     from ncgeom.threads import limit_cpu_threads
 
     limit_cpu_threads(args.threads)
-    result = run(config, out_dir=args.out, progress=not args.quiet and sys.stderr.isatty(), resume=args.resume)
+    with warnings.catch_warnings():  # said once above, in one line
+        warnings.simplefilter("ignore", LearningRateWarning)
+        result = run(config, out_dir=args.out, progress=not args.quiet and sys.stderr.isatty(), resume=args.resume)
     if args.json:
         print(dumps_json(result.summary(), indent=1))
     else:
@@ -172,7 +182,7 @@ def _handler(args: argparse.Namespace) -> int:
         print(" | ".join(f"{k} {f.value(k):.4g}" for k in ("etf_distance", "within_class", "nc1", "unit_norm", "rankme")
                          if isinstance(f.value(k), float)))
         if args.out:
-            extra = ", checkpoint.pt" if config.is_image else ""
+            extra = ", checkpoint.pt" if config.is_image and config.checkpoint_every else ""
             print(f"written: {args.out}/config.json, history.jsonl, summary.json{extra}")
     if result.status != "completed":
         print(f"ncgeom train: error: {result.message}", file=sys.stderr)

@@ -358,6 +358,8 @@ def _validate(z, labels, *, setting, beta, tau, num_negatives, estimator, psi, d
             "psi must be 'infonce' (with the same tau) for estimator='weighted' (docs/theory.md section 7); "
             f"got {psi.name!r} with params {psi.params} and tau={tau}: use estimator='sampled' for other psi"
         )
+    if not psi.builtin:
+        _require_torch_psi(psi, z)
     if not isinstance(detach_weights, bool):
         raise ValueError(f"detach_weights must be True or False, got {detach_weights!r}")
     if estimator == "sampled" and not detach_weights:
@@ -387,6 +389,29 @@ def _validate(z, labels, *, setting, beta, tau, num_negatives, estimator, psi, d
         convention=convention,
     )
     return _Request(spec, estimator, psi, reduction, generator, backend, block_size, draws)
+
+
+def _require_torch_psi(psi: Psi, z: torch.Tensor) -> None:
+    """A user psi must map a torch tensor t [..., k] to a torch tensor [...] on the autograd graph: it is called on the
+    batch's differences S_im - S_ij. A numpy-only function (np.exp, scipy's logsumexp) fails there, or silently
+    returns an array without a gradient; both are reported here, naming psi, on a probe t = 0 [2, 2]."""
+    probe = torch.zeros((2, 2), dtype=z.dtype if z.dtype in (torch.float32, torch.float64) else torch.float32,
+                        device=z.device, requires_grad=True)
+    how = "write it with torch operations (torch.logsumexp, torch.clamp, ...), e.g. as the built-ins of ncgeom.losses.psi do"
+    try:
+        value = psi(probe)
+    except Exception as exc:  # noqa: BLE001 - any failure of the user's function on a tensor is the same bad input
+        raise ValueError(f"psi {psi.name!r} must accept torch tensors t [..., k] (batch_loss calls it on the batch's "
+                         f"differences): on a tensor it raised {type(exc).__name__}: {' '.join(str(exc).split())[:160]}; "
+                         f"{how}") from None
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(f"psi {psi.name!r} must return a torch tensor for a torch input (batch_loss differentiates it), "
+                         f"got {type(value).__name__}; {how}")
+    if tuple(value.shape) != (2,):
+        raise ValueError(f"psi {psi.name!r} must map t [..., k] to [...] (reduce the last axis), got shape "
+                         f"{tuple(value.shape)} for t of shape (2, 2)")
+    if not value.requires_grad:
+        raise ValueError(f"psi {psi.name!r} returned a tensor detached from its input (no gradient would reach z); {how}")
 
 
 def _compute(z, labels, request: _Request, *, want_indices: bool):

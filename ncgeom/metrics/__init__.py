@@ -8,10 +8,13 @@ experiment histories:
 - ``groups``: input validation and :func:`class_means`;
 - ``collapse``: unit_norm, zero_sum, equal_inner_product, within_class, nc1, etf_distance;
 - ``spectral``: spectrum (class-mean covariance), rankme (garrido2023rankme);
-- ``ncc``: ncc_accuracy (inner-product nearest class mean; train means on test data);
+- ``ncc``: ncc_accuracy (nearest class mean by inner product, the default, or Euclidean: ``rule``; train means on
+  test data);
 - ``record``: :func:`nc_metrics` -> :class:`NCMetrics` (all of them, ``.to_dict()``);
 - ``outcome``: :func:`classify_geometry`, NC / DC / neither with the thresholds of every rule (NC_ETF, NC_WITHIN,
   DC_SPECTRUM);
+- ``diagnosis``: :func:`diagnose` -> :class:`Diagnosis`, what ``ncgeom metrics`` prints: the metrics, the verdict,
+  warnings, and with a :class:`LossSpec` the loss of the embeddings against NC and the theorems' bound;
 - ``streaming``: the same metrics on batches in O(C d + d^2) memory (:func:`streaming_nc_metrics`,
   :func:`accumulate_moments`, :func:`streaming_ncc_accuracy`, :func:`encoded_batches`).
 
@@ -32,6 +35,7 @@ RankMe implementations): docs/conventions.md, "Metrics".
 
 from ncgeom.metrics.classifier import classifier_agreement, self_duality
 from ncgeom.metrics.collapse import equal_inner_product, etf_distance, nc1, unit_norm, within_class, zero_sum
+from ncgeom.metrics.diagnosis import Diagnosis, LossReport, LossSpec, diagnose
 from ncgeom.metrics.field import FIELD_METRIC_NAMES, FieldMetrics, field_metrics
 from ncgeom.metrics.field_streaming import (
     UNIFORMITY_BLOCK_ROWS,
@@ -45,7 +49,7 @@ from ncgeom.metrics.field_streaming import (
 )
 from ncgeom.metrics.groups import class_means
 from ncgeom.metrics.hypersphere import HYPERSPHERICAL_STATISTICS, alignment, hyperspherical_uniformity, uniformity
-from ncgeom.metrics.ncc import ncc_accuracy
+from ncgeom.metrics.ncc import NCC_RULES, NCCRule, ncc_accuracy
 from ncgeom.metrics.outcome import DC_SPECTRUM, NC_ETF, NC_WITHIN, classify_geometry
 from ncgeom.metrics.record import METRIC_NAMES, NCMetrics, nc_metrics
 from ncgeom.metrics.spectral import RANKME_EPS, rankme, spectrum
@@ -77,6 +81,12 @@ __all__ = [
     "spectrum",
     "rankme",
     "ncc_accuracy",
+    "NCC_RULES",
+    "NCCRule",
+    "diagnose",
+    "Diagnosis",
+    "LossSpec",
+    "LossReport",
     "class_means",
     "nc_metrics",
     "NCMetrics",

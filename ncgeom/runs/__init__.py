@@ -11,13 +11,16 @@
   :func:`load_run` -> :class:`SavedRun`), :mod:`.embeddings` (embeddings.npz), :mod:`.checkpoint` (checkpoint.pt),
   :mod:`.folder` (:class:`~ncgeom.runs.folder.RunFolder`, the one writer), :mod:`.integrity` (is a finished run
   whole?); :mod:`.result`: :class:`Result`;
-- :mod:`.budget`: the memory a run or a stack needs, checked before anything is allocated.
+- :mod:`.budget`: the memory a run or a stack needs, checked before anything is allocated;
+- :mod:`.monitor`: :class:`~ncgeom.runs.monitor.NCMonitor`, the metrics of a user's own training loop written as a
+  run directory (the same files, read by :func:`load_run`, ``ncgeom compare`` and ``ncgeom plot``).
 
 Importing this package does not import torch; training does.
 """
 
 from ncgeom.runs.config import Config, config_fields, config_from_dict
 from ncgeom.runs.dispatch import run
+from ncgeom.runs.monitor import NCMonitor
 from ncgeom.runs.nc_reference import run_nc_value
 from ncgeom.runs.records import EpochRecord, RunSummary, SavedRun, load_run, load_runs
 from ncgeom.runs.result import Result
@@ -30,6 +33,7 @@ __all__ = [
     "config_from_dict",
     "run",
     "run_stack",
+    "NCMonitor",
     "make_data",
     "seed_streams",
     "run_nc_value",

@@ -68,8 +68,8 @@ def load_checkpoint(path: str | Path, config: Config) -> dict[str, Any]:
 
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"{path}: no checkpoint to resume from (an image run writes one at its end and every "
-                         "checkpoint_every epochs)")
+        raise ValueError(f"{path}: no checkpoint to resume from (an image run writes one every checkpoint_every "
+                         "epochs and at its end when checkpoint_every > 0; the default 0 writes none)")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError, KeyError) as exc:

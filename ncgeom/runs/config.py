@@ -59,11 +59,12 @@ from ncgeom.vocabulary import (
     Setting,
     StopRule,
     device_type,
+    is_hard,
 )
 
 __all__ = ["Config", "config_fields", "config_from_dict", "field_type_error", "field_kind", "expected_type",
            "COUPLED_FIELDS", "LATE_FIELDS", "IMAGE_FIELDS", "IMAGE_CLASS_COUNTS", "MAX_CLASSES", "MAX_TRAIN_SAMPLES",
-           "MAX_EPOCHS"]
+           "MAX_EPOCHS", "DATASET_FIELDS"]
 
 #: Structural limits, the same on every machine (the memory budget is checked when a run starts): a
 #: simplex ETF of C classes needs d >= C - 1, and C = 10^6 classes is far beyond any experiment of the
@@ -126,7 +127,7 @@ class Config:
     separation: float = _f(3.0, "distance between Gaussian class means; with spread it sets the class overlap")
     spread: float = _f(1.0, "within-class standard deviation of the Gaussian inputs")
     imbalance: float = _f(1.0, "lambda_max / lambda_min of a geometric class prior; 1 = balanced (the theorems' assumption)")
-    test_fraction: float = _f(0.3, "held-out fraction per class (digits)")
+    test_fraction: float = _f(0.3, "held-out fraction per class (digits; imagefolder when data_dir is a single ImageFolder, without test/)")
     positives: PositivesKind = _f(
         "label", "positives: label (same-class samples, conditionally independent), noise (x + noise_scale * eps, instance ids; synthetic inputs) or augment (two SimCLR views of each image, instance ids; image data sets)", choices=POSITIVES_KINDS)
     noise_scale: float = _f(0.1, "sigma_p of the additive Gaussian noise positives (positives='noise')")
@@ -135,7 +136,7 @@ class Config:
     batch_size: int = _f(128, "batch size B (2 <= B <= number of training samples)")
     batches: Batching = _f(
         "balanced", "batch sampler (ncgeom.data.batches): balanced (class-balanced batches, every class present with >= 2 members when B >= 2C) or shuffle (a permutation per epoch cut into floor(N / B) batches, a DataLoader's shuffle=True, drop_last=True: batch class counts follow the data's class sizes, as in the authors' code)", choices=BATCHINGS)
-    lr: float = _f(0.05, "Adam learning rate > 0; 0.05 reaches NC in 100 epochs on unconstrained features (use ~0.01 for mlp)")
+    lr: float = _f(0.05, "Adam learning rate > 0; 0.05 reaches NC in 100 epochs on unconstrained features (use ~0.01 for mlp); ncgeom train defaults a ResNet to the authors' 1e-3 (ncgeom.runs.defaults)")
     weight_decay: float = _f(0.0, "Adam weight decay >= 0 (0: no implicit norm penalty)")
     dtype: DType = _f("float32", "training dtype; metrics are always computed in float64", choices=DTYPES)
     backend: Backend = _f("auto", "batch_loss backend: auto picks the fastest for the device (see ncgeom.losses.batch_loss)", choices=BACKENDS)
@@ -151,7 +152,7 @@ class Config:
     workers: int = _f(0, "image runs: processes decoding an ImageFolder too large to hold in memory (read lazily); 0 decodes in the training process")
     precision: Precision = _f(
         "float32", "image runs: float32, or bf16 (autocast of the ResNet's forward to bfloat16; CUDA only, the loss and the metrics stay in float32/float64)", choices=PRECISIONS)
-    checkpoint_every: int = _f(0, "image runs: write checkpoint.pt every this many epochs (0: only at the end); --resume continues from it")
+    checkpoint_every: int = _f(0, "image runs: write checkpoint.pt every this many epochs and at the end, each replacing the last (0: none); --resume continues from it")
     eval_batch_size: int = _f(512, "image runs: images per forward pass of an evaluation (bounds its memory; the metrics do not depend on it beyond rounding)")
 
     def __post_init__(self):
@@ -187,11 +188,58 @@ class Config:
         return {f.name: value for f in _FIELDS
                 if (value := getattr(self, f.name)) != f.default or f.name not in LATE_FIELDS}
 
+    def applicable_dict(self) -> dict[str, Any]:
+        """:meth:`to_dict` without the fields the run's data set does not read (:data:`DATASET_FIELDS`): what
+        summary.json records (config.json and the run names keep :meth:`to_dict`, every field).
+
+        An image run drops the Gaussian mixture's fields and those of the vector models (MLP widths, the
+        unconstrained initialization, noise positives); a Gaussian run drops ``test_fraction``; digits drops the
+        mixture's. Reading it back (:func:`config_from_dict`) gives a dropped field its default.
+        """
+        reads = DATASET_FIELDS[self.dataset]
+        return {k: v for k, v in self.to_dict().items() if k not in _DATASET_ONLY or k in reads}
+
+    def applies(self, name: str) -> bool:
+        """Whether the run reads field ``name``: what a label of the run shows (``ncgeom compare``, ``ncgeom
+        summarize``, summary.csv). Not read: a field of another data set (:data:`DATASET_FIELDS`); beta in scl/ucl
+        (:func:`ncgeom.vocabulary.effective_beta`); psi and margin with the weighted estimator, margin unless psi is
+        triplet; noise_scale without noise positives; hidden_dim and depth without an MLP; init_noise without a
+        near-NC start; init_scale without a random unconstrained start; the input fields of the Gaussian mixture
+        (input_dim, separation, spread, test_per_class) for unconstrained features, which have no inputs.
+        """
+        if name not in _BY_NAME:
+            raise ValueError(f"name must be a Config field, got {name!r}")
+        if name in _DATASET_ONLY and name not in DATASET_FIELDS[self.dataset]:
+            return False
+        return not {
+            "beta": not is_hard(self.setting),
+            "psi": self.estimator != "sampled",
+            "margin": self.estimator != "sampled" or self.psi != "triplet",
+            "noise_scale": self.positives != "noise",
+            "hidden_dim": self.model != "mlp",
+            "depth": self.model != "mlp",
+            "init_noise": self.init != "near_nc",
+            "init_scale": self.init != "random" or self.model != "unconstrained",
+            **dict.fromkeys(("input_dim", "separation", "spread", "test_per_class"), self.model == "unconstrained"),
+        }.get(name, False)
+
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     def replace(self, **changes) -> Config:
         return dataclasses.replace(self, **changes)
+
+
+#: The fields only some data sets read (the rest every run reads): for each data set, the ones it reads.
+_MIXTURE_FIELDS = ("input_dim", "samples_per_class", "test_per_class", "separation", "spread", "imbalance")
+_VECTOR_MODEL_FIELDS = ("hidden_dim", "depth", "init_scale", "init_noise", "noise_scale")
+DATASET_FIELDS: dict[str, tuple[str, ...]] = {
+    "gaussian": _MIXTURE_FIELDS + _VECTOR_MODEL_FIELDS,
+    "digits": ("test_fraction",) + _VECTOR_MODEL_FIELDS,
+    **{name: IMAGE_FIELDS for name in IMAGE_DATASETS},
+    "imagefolder": IMAGE_FIELDS + ("test_fraction",),  # a single ImageFolder is split with it
+}
+_DATASET_ONLY = frozenset(name for fields in DATASET_FIELDS.values() for name in fields)
 
 
 def config_fields() -> tuple[dataclasses.Field, ...]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from ncgeom.runs.config import Config
+from ncgeom.runs.defaults import LearningRateWarning, lr_warning
 from ncgeom.runs.images import run_images
 from ncgeom.runs.result import Result
 from ncgeom.runs.single import run_single
@@ -36,10 +38,18 @@ def run(config: Config, *, out_dir: str | Path | None = None, progress: bool = F
     -------
     Result
         status "completed" or "diverged" (never raises on divergence).
+
+    Warns
+    -----
+    LearningRateWarning
+        An image run whose lr is far above its ResNet's default (:func:`ncgeom.runs.defaults.lr_warning`).
     """
     if not isinstance(config, Config):
         raise ValueError(f"config must be an ncgeom.runs.Config, got {type(config).__name__}")
     if config.is_image:
+        problem = lr_warning(config)
+        if problem is not None:
+            warnings.warn(problem, LearningRateWarning, stacklevel=2)
         return run_images(config, out_dir=out_dir, progress=progress, resume=resume)
     if resume is not False:
         raise ValueError(f"resume applies to image data sets (checkpoints), got dataset={config.dataset!r}")

@@ -3,7 +3,10 @@
 - :func:`image_class_count`: the class count of a data set folder (``ncgeom train`` fills ``--classes`` from it);
 - :func:`read_image_data`: the :class:`~ncgeom.data.images.ImageData` of a config, held in memory as uint8 unless
   an ImageFolder split exceeds :data:`EAGER_MAX_BYTES` of pixels (then an
-  :class:`~ncgeom.data.images.ImageFolderIndex`, decoded batch by batch);
+  :class:`~ncgeom.data.images.ImageFolderIndex`, decoded batch by batch). A single ImageFolder (no ``test/`` beside
+  ``train/``, or class folders directly under ``data_dir``) is split per class into train and test, a fraction
+  ``test_fraction`` held out, drawn from the run's data stream (:func:`~ncgeom.runs.setup.seed_streams`: the
+  same split for the same seed, and no draw of the training streams changes);
 - :func:`image_batches`: the uint8 images of each index array, in order (a lazy split decoded by ``workers``
   processes of a DataLoader).
 """
@@ -17,12 +20,13 @@ from typing import Any, cast
 
 import numpy as np
 
-from ncgeom.data.images import ImageData, ImageFolderIndex, load_image_data
+from ncgeom.data.images import ImageData, ImageFolderIndex, image_folder_layout, load_image_data, split_image_folder
 from ncgeom.runs.config import Config
 from ncgeom.vocabulary import IMAGE_DATASETS, ImageDataset
 
 __all__ = ["EAGER_MAX_BYTES", "image_class_count", "read_image_data", "image_batches", "chunks"]
 
+_TEST_FRACTION_DEFAULT: float = Config.test_fraction
 #: An ImageFolder split with more uint8 pixels than this is decoded batch by batch (ncgeom.data.images' default).
 EAGER_MAX_BYTES = 2**30
 
@@ -31,7 +35,10 @@ def image_class_count(dataset: str, data_dir: str | Path) -> int:
     """The number of classes of an image data set: 10 / 100 for CIFAR and STL-10, the class folders of an
     ImageFolder tree (its ``train/`` sub-folders, listed without decoding any image)."""
     if dataset == "imagefolder":
-        return load_image_data("imagefolder", Path(data_dir).expanduser(), lazy=True).num_classes
+        root = Path(data_dir).expanduser()
+        if image_folder_layout(root) == "single":  # the split's draws do not change the class count
+            return split_image_folder(root, test_fraction=0.5, rng=np.random.default_rng(0), lazy=True).num_classes
+        return load_image_data("imagefolder", root, lazy=True).num_classes
     if dataset in IMAGE_DATASETS:
         return 100 if dataset == "cifar100" else 10
     raise ValueError(f"dataset must be one of {', '.join(IMAGE_DATASETS)}, got {dataset!r}")
@@ -47,7 +54,13 @@ def read_image_data(config: Config) -> ImageData:
         raise ValueError(f"config.dataset must be an image data set with a data_dir, got {config.dataset!r}")
     root = Path(config.data_dir).expanduser()
     if config.dataset == "imagefolder":
-        data = load_image_data("imagefolder", root, lazy=True)
+        if image_folder_layout(root) == "single":
+            data = split_image_folder(root, test_fraction=config.test_fraction, rng=_split_rng(config.seed), lazy=True)
+        else:
+            if config.test_fraction != _TEST_FRACTION_DEFAULT:
+                raise ValueError(f"test_fraction: {root} has train/ and test/ already; test_fraction={config.test_fraction:g} "
+                                 "splits a single ImageFolder (class folders without a test/ split)")
+            data = load_image_data("imagefolder", root, lazy=True)
         data = dataclasses.replace(data, x_train=_eager_if_small(data.x_train), x_test=_eager_if_small(data.x_test))
     else:
         data = load_image_data(cast(ImageDataset, config.dataset), root)
@@ -55,6 +68,12 @@ def read_image_data(config: Config) -> ImageData:
         raise ValueError(f"classes: {root} holds {data.num_classes} classes, the config says {config.classes} "
                          f"(pass --classes {data.num_classes}, or leave --classes out for ncgeom train to read it)")
     return data
+
+
+def _split_rng(seed: int) -> np.random.Generator:
+    """The data stream of :func:`ncgeom.runs.setup.seed_streams` (its first child), as a fresh generator: an image
+    run reads its data, so this stream draws nothing else (the driver's own copy stays untouched)."""
+    return np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[0])
 
 
 def _eager_if_small(index) -> np.ndarray | ImageFolderIndex:

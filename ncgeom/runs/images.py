@@ -29,8 +29,9 @@ bytes <= :data:`ncgeom.runs.budget.EMBEDDINGS_MAX_BYTES` (64 MiB); above that th
 twice per evaluation and never stored. embeddings.npz follows the same rule: the final training features ``z``
 [N, d] with their labels when they fit, else the class means ``z`` [C, d] with ``labels`` = 0..C-1.
 
-Checkpoints (:mod:`ncgeom.runs.checkpoint`): every ``checkpoint_every`` epochs and at the end of a completed
-run; ``resume=True`` (``ncgeom train --resume``) continues from the run directory's checkpoint.pt: on the CPU, a
+Checkpoints (:mod:`ncgeom.runs.checkpoint`), opt-in: with ``checkpoint_every`` = n > 0, every n epochs and at the end
+of a completed run, each replacing the last (one file: the model and Adam's state, 137 MB for a ResNet-50); with 0
+(the default) none is written; ``resume=True`` (``ncgeom train --resume``) continues from the run directory's checkpoint.pt: on the CPU, a
 run of E epochs equals a run of e epochs resumed to E, bitwise.
 """
 
@@ -266,7 +267,7 @@ class ImageDriver:
             loss = state.history[-1].loss if state.history else None
             if self.evaluate(r, final_epoch, loss) is None or self._last is None:
                 raise ValueError(f"the features of epoch {final_epoch} are not finite")
-        if state.status == "completed":
+        if state.status == "completed" and self.config.checkpoint_every:  # checkpoints are opt-in
             self._checkpoint(final_epoch)
         return self._last[1], self._last[2]
 

@@ -9,7 +9,8 @@ A run directory (docs/experiments.md) holds:
   atomic rename after each epoch) or :func:`save_history` / :func:`load_history`;
 - ``summary.json``: one :class:`RunSummary`, written last (atomically), so its presence marks a
   finished run. Its ``final`` and ``initial`` are :class:`EpochRecord` objects too (the same shape as a
-  history line: metrics nested under ``"metrics"``);
+  history line: metrics nested under ``"metrics"``); its ``config`` holds the fields the run's data set reads
+  (:meth:`~ncgeom.runs.config.Config.applicable_dict`);
 - ``embeddings.npz``: the final training embeddings ``z`` [N, d] and labels ``labels`` [N]
   (:mod:`ncgeom.runs.embeddings`);
 - ``checkpoint.pt`` (image runs): :mod:`ncgeom.runs.checkpoint`.
@@ -187,7 +188,7 @@ class RunSummary:
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out.update(final=self.final.to_dict(), initial=self.initial.to_dict(), config=self.config.to_dict())
+        out.update(final=self.final.to_dict(), initial=self.initial.to_dict(), config=self.config.applicable_dict())
         return jsonable(out)
 
     @classmethod

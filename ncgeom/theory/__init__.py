@@ -1,7 +1,8 @@
 """Theory: closed-form values at neural collapse, the theorems' lower bounds, and their hypotheses.
 
 Submodules: ``closed_forms`` (docs/theory.md sections 5 and 7), ``bounds`` (section 4, Theorems 1-3),
-``conditions`` (which theorem applies to a given setup, and why not).
+``conditions`` (which theorem applies to a given setup, and why not), ``search`` (when no theorem applies: a
+multi-start search, on the population losses of :mod:`ncgeom.population`, for a configuration that beats NC).
 """
 
 from ncgeom.theory.bounds import (
@@ -13,6 +14,7 @@ from ncgeom.theory.bounds import (
 )
 from ncgeom.theory.closed_forms import MAX_ENUMERATED_NEGATIVES, batch_nc_value, collision_probability, nc_value
 from ncgeom.theory.conditions import Condition, ConditionReport, TheoremApplicability, check_conditions
+from ncgeom.theory.search import MAX_SEARCH_TERMS, NCSearchResult, search_beats_nc
 from ncgeom.vocabulary import SETTINGS, Setting  # re-exported: the settings the closed forms accept
 
 __all__ = [
@@ -31,4 +33,7 @@ __all__ = [
     "TheoremApplicability",
     "ConditionReport",
     "check_conditions",
+    "search_beats_nc",
+    "NCSearchResult",
+    "MAX_SEARCH_TERMS",
 ]

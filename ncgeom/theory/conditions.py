@@ -5,7 +5,8 @@ normalization, prior, positives) into a :class:`ConditionReport`: one :class:`Co
 hypothesis (with the reason it holds or fails) and, for Theorems 1-3, whether it applies and why not.
 Built-in psi and eta are known convex / non-decreasing (proofs: docs/theory.md section 2, and
 ``proofs_check`` for small k); user functions are checked numerically with
-:func:`ncgeom.losses.check_convex` and :func:`ncgeom.losses.check_monotone`, which needs ``rng``.
+:func:`ncgeom.losses.check_convex` and :func:`ncgeom.losses.check_monotone`, which needs ``rng``, on the box of
+arguments the features reach (``scale``: |t| <= 2 and |s| <= 1 for normalized features; the reasons name the box).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ncgeom.losses.eta import Eta, exponential_tilt
-from ncgeom.losses.properties import check_convex, check_monotone
+from ncgeom.losses.properties import REACHABLE_T, check_convex, check_monotone
 from ncgeom.losses.psi import Psi, make_psi
 from ncgeom.validate import require_choice, require_int, require_real
 from ncgeom.vocabulary import (
@@ -85,32 +86,26 @@ class ConditionReport:
         return self.theorems[number - 1]
 
 
-def _psi_conditions(psi: Psi, k: int, rng) -> tuple[Condition, Condition]:
+def _psi_conditions(psi: Psi, k: int, rng, scale: float, note: str) -> tuple[Condition, Condition]:
     if psi.builtin and psi.name in PSI_NAMES:
         why = f"built-in psi {psi.name!r}: a log-sum-exp / hinge of affine maps, convex and non-decreasing (docs/theory.md section 2)"
         return Condition("psi_convex", True, why), Condition("psi_monotone", True, why)
-    convex = check_convex(psi, k=k, rng=rng)
-    mono = check_monotone(psi, k=k, rng=rng)
+    convex = check_convex(psi, k=k, rng=rng, scale=scale)
+    mono = check_monotone(psi, k=k, rng=rng, scale=scale)
     return (
-        Condition("psi_convex", convex.holds, _verdict_text(convex)),
-        Condition("psi_monotone", mono.holds, _verdict_text(mono)),
+        Condition("psi_convex", convex.holds, f"{convex.describe()}{note}"),
+        Condition("psi_monotone", mono.holds, f"{mono.describe()}{note}"),
     )
 
 
-def _verdict_text(verdict) -> str:
-    if verdict.holds:
-        return f"numerical check passed on {verdict.num_checks} random samples (evidence, not proof)"
-    return f"numerical check failed (violation {verdict.max_violation:.3g} > tol {verdict.tol:.3g}); witness {verdict.witness}"
-
-
-def _eta_condition(eta: Eta | None, rng) -> Condition:
+def _eta_condition(eta: Eta | None, rng, scale: float, note: str) -> Condition:
     name = "eta_monotone_nonnegative"
     if eta is None:
         return Condition(name, True, "no hardening (eta = 1, constant)")
     if eta.builtin:
         return Condition(name, True, f"built-in exponential tilt exp(beta s), beta = {eta.beta} >= 0: positive and non-decreasing")
-    verdict = check_monotone(eta, rng=rng)
-    return Condition(name, verdict.holds, _verdict_text(verdict))
+    verdict = check_monotone(eta, rng=rng, scale=scale / 2.0)  # |s| <= r^2 = scale / 2 (ncgeom.losses.properties)
+    return Condition(name, verdict.holds, f"{verdict.describe()}{note}")
 
 
 def _balanced_condition(num_classes: int, prior) -> Condition:
@@ -147,6 +142,7 @@ def check_conditions(
     positives: PositiveLaw = "label",
     num_negatives: int = 1,
     rng: np.random.Generator | None = None,
+    scale: float | None = None,
 ) -> ConditionReport:
     """Check the hypotheses of jiang2025hard, Theorems 1-3, for a setup (docs/theory.md section 4).
 
@@ -174,6 +170,24 @@ def check_conditions(
         k, the arity at which a user psi is checked.
     rng : numpy.random.Generator
         Required when psi or eta is a user function (numerical checks).
+    scale : float, optional
+        Half-width of the box of psi's arguments t the numerical checks sample (eta's s in half of it), > 0.
+        Default: the box the features reach, |t| <= 2 (|s| <= 1) for ball and sphere (radius r = 1 gives
+        2 r^2, :func:`ncgeom.losses.properties.reachable_scale`). Without normalization t is unbounded: the
+        default box is still |t| <= 2 (unit-norm features) and the reasons say so; pass ``scale`` = 2 r^2 for
+        features of norm <= r. A user psi that is convex and monotone on the reachable box only satisfies the
+        hypotheses: the theorems never evaluate it outside.
+
+    Examples
+    --------
+    A psi that is monotone for t >= -2 only (it bends down below): it passes on the reachable box.
+
+    >>> import numpy as np
+    >>> from ncgeom.losses import custom_psi
+    >>> psi = custom_psi(lambda t: np.mean((t + 2.0) ** 2, axis=-1), name="square+2")
+    >>> r = check_conditions("scl", num_classes=3, dim=2, psi=psi, normalization="sphere", rng=np.random.default_rng(0))
+    >>> r.theorem(2).applies, "[-2, 2]" in r.condition("psi_monotone").reason
+    (True, True)
     """
     setting = require_choice("setting", setting, SETTINGS)
     c = require_int("num_classes", num_classes, min_value=2)
@@ -188,12 +202,16 @@ def check_conditions(
     needs_rng = not (psi.builtin and psi.name in PSI_NAMES) or (eta is not None and not eta.builtin)
     if needs_rng and not isinstance(rng, np.random.Generator):
         raise ValueError("rng must be a numpy.random.Generator when psi or eta is a user function (numerical checks)")
+    box = REACHABLE_T if scale is None else require_real("scale", scale, min_value=0.0, min_inclusive=False)
+    note = ""
+    if scale is None and normalization == "none":
+        note = " (normalization 'none' reaches any t: the box of unit-norm features was sampled; pass scale = 2 r^2)"
 
     balanced = _balanced_condition(c, prior)
     dim1 = Condition("dim_ge_c_minus_1", d >= c - 1, f"d = {d} {'>=' if d >= c - 1 else '<'} C-1 = {c - 1} (a simplex ETF exists iff d >= C-1)")
     dim2 = Condition("dim_ge_c", d >= c, f"d = {d} {'>=' if d >= c else '<'} C = {c} (in case Theorem 3 is stated with d >= C)")
-    psi_convex, psi_mono = _psi_conditions(psi, k, rng)
-    eta_cond = _eta_condition(eta, rng)
+    psi_convex, psi_mono = _psi_conditions(psi, k, rng, box, note)
+    eta_cond = _eta_condition(eta, rng, box, note)
     norm = Condition("normalized", normalization in DOMAINS, f"normalization {normalization!r}" + ("" if normalization != "none" else ": the bounds need ||z|| <= 1"))
     indep = Condition(
         "conditionally_independent_positives",

@@ -4,7 +4,7 @@
 - :mod:`~ncgeom.data.images.readers`: CIFAR-10/100 (python pickles or binary records) and STL-10, with the
   official md5 list :data:`OFFICIAL_MD5`;
 - :mod:`~ncgeom.data.images.folder`: ImageFolder trees, decoded with Pillow eagerly or lazily
-  (:class:`ImageFolderIndex`); :mod:`~ncgeom.data.images.walk`: which files are the images of which class
+  (:class:`ImageFolderIndex`), and a single ImageFolder split into train and test (:func:`split_image_folder`); :mod:`~ncgeom.data.images.walk`: which files are the images of which class
   (links followed only within the tree, each file once, loops refused);
 - :mod:`~ncgeom.data.images.dispatch`: :func:`load_image_data`, one entry point by data set name;
 - :mod:`~ncgeom.data.images.inert_pickle`: pickles read as plain data, never unpickled (the CIFAR files);
@@ -17,7 +17,15 @@ before it is read). Small look-alike data sets for tests and docs are written by
 """
 
 from ncgeom.data.images.dispatch import load_image_data
-from ncgeom.data.images.folder import DEFAULT_MAX_BYTES, IMAGE_EXTENSIONS, ImageFolderIndex, load_image_folder
+from ncgeom.data.images.folder import (
+    DEFAULT_MAX_BYTES,
+    IMAGE_EXTENSIONS,
+    ImageFolderIndex,
+    image_folder_layout,
+    load_image_folder,
+    single_folder,
+    split_image_folder,
+)
 from ncgeom.data.images.readers import GENERATED_MARKER, OFFICIAL_MD5, load_cifar, load_stl10
 from ncgeom.data.images.record import ImageData
 
@@ -32,4 +40,7 @@ __all__ = [
     "load_cifar",
     "load_stl10",
     "load_image_folder",
+    "image_folder_layout",
+    "single_folder",
+    "split_image_folder",
 ]

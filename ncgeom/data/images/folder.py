@@ -1,4 +1,6 @@
-"""ImageFolder trees: ``root/train/<class>/<image>`` and ``root/test/<class>/<image>``, decoded with Pillow.
+"""ImageFolder trees: ``root/train/<class>/<image>`` and ``root/test/<class>/<image>``, decoded with Pillow; or a single
+ImageFolder (``root/<class>/<image>``, or ``root/train`` without ``root/test``) split into train and test per class
+by :func:`split_image_folder`.
 
 torchvision's ImageFolder semantics (docs/images.md): the classes are the sub-folders of ``train`` sorted by
 name, the images the files with an extension of :data:`IMAGE_EXTENSIONS` (any case) found walking each class
@@ -40,7 +42,8 @@ from ncgeom.data.images.walk import IMAGE_EXTENSIONS, real_inside, refuse_nested
 from ncgeom.files import quiet_warnings, read_bounded
 from ncgeom.validate import require_int
 
-__all__ = ["IMAGE_EXTENSIONS", "DEFAULT_MAX_BYTES", "ImageFolderIndex", "load_image_folder"]
+__all__ = ["IMAGE_EXTENSIONS", "DEFAULT_MAX_BYTES", "ImageFolderIndex", "load_image_folder", "image_folder_layout",
+           "single_folder", "split_image_folder"]
 
 DEFAULT_MAX_BYTES = 2**30  # largest eager decode (1 GiB of uint8 pixels)
 
@@ -125,6 +128,77 @@ def load_image_folder(root: str | os.PathLike, *, size: int | None = None, lazy:
             splits.append((np.zeros(shape, dtype=np.uint8), labels))
     (x_train, y_train), (x_test, y_test) = splits
     return ImageData("imagefolder", x_train, y_train, x_test, y_test, classes, "imagefolder", False)
+
+
+def image_folder_layout(root: str | os.PathLike) -> str:
+    """``"split"`` for a tree with ``train/`` and ``test/`` (:func:`load_image_folder`), ``"single"`` for a single
+    ImageFolder (:func:`single_folder`: ``root/train`` alone, or class folders directly under ``root``)."""
+    base = existing_folder(root)
+    if (base / "train").is_dir() and (base / "test").is_dir():
+        return "split"
+    return "single"
+
+
+def single_folder(root: str | os.PathLike) -> Path:
+    """The class folders' parent of a single ImageFolder: ``root/train`` when it exists (and ``root/test`` does not),
+    else ``root`` itself (torchvision's ImageFolder root); ValueError when ``root`` has ``test/`` without ``train/``."""
+    base = existing_folder(root)
+    if (base / "test").is_dir() and not (base / "train").is_dir():
+        raise ValueError(f"{base / 'train'}: no such folder (ImageFolder layout: root/train/<class>/..., "
+                         "root/test/<class>/..., or a single folder root/<class>/... split with --test-fraction)")
+    return base / "train" if (base / "train").is_dir() else base
+
+
+def split_image_folder(root: str | os.PathLike, *, test_fraction: float, rng: np.random.Generator,
+                       size: int | None = None, lazy: bool = False, max_bytes: int = DEFAULT_MAX_BYTES) -> ImageData:
+    """A single ImageFolder (:func:`single_folder`) split into train and test, stratified and drawn from ``rng``.
+
+    Class c's images (torchvision's order) are permuted by ``rng`` and the first round(f n_c) go to the test split,
+    the rest to train (the rule of the digits split, :func:`ncgeom.data.load_digits_data`); a class keeps at least
+    one training image. ``size``, ``lazy`` and ``max_bytes`` as :func:`load_image_folder`.
+    """
+    folder = single_folder(root)
+    base = existing_folder(root)
+    frac = float(test_fraction)
+    if not 0.0 < frac < 1.0:
+        raise ValueError(f"test_fraction must lie in (0, 1) to split the single ImageFolder {folder}, got {test_fraction!r}")
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError("rng must be a numpy.random.Generator (the split is a random draw)")
+    if size is not None:
+        size = require_int("size", size, min_value=1)
+    max_bytes = require_int("max_bytes", max_bytes, min_value=1)
+    real_inside(folder, os.path.realpath(base), "the data root")
+    classes = tuple(sorted(entry.name for entry in os.scandir(folder) if entry.is_dir()))
+    if not classes:
+        raise ValueError(f"{folder}: no class folders (a single ImageFolder is <root>/<class>/<image>)")
+    paths, labels = split_samples(base, folder, classes, need_all=True)
+    train_idx, test_idx = [], []
+    for c in range(len(classes)):
+        members = np.flatnonzero(labels == c)
+        members = members[rng.permutation(members.size)]
+        n_test = min(int(round(frac * members.size)), members.size - 1)
+        test_idx.append(np.sort(members[:n_test]))
+        train_idx.append(np.sort(members[n_test:]))
+    splits: list[tuple[np.ndarray | ImageFolderIndex, np.ndarray]] = []
+    for idx in (np.concatenate(train_idx), np.concatenate(test_idx)):
+        chosen = [paths[i] for i in idx]
+        index = ImageFolderIndex(tuple(chosen), size)
+        if lazy:
+            splits.append((index, labels[idx]))
+            continue
+        if not chosen:  # every class of one image: no test image
+            shape = (0, size, size, 3) if size is not None else (0, 0, 0, 3)
+            splits.append((np.zeros(shape, dtype=np.uint8), labels[idx]))
+            continue
+        first = _decode(chosen[0], size)
+        need = len(chosen) * first.size
+        if need > max_bytes:
+            raise ValueError(f"{folder}: {len(chosen)} images of {first.shape} need {need} bytes > max_bytes = "
+                             f"{max_bytes}; pass lazy=True or a larger max_bytes")
+        splits.append((index.load(np.arange(len(chosen))), labels[idx]))
+    (x_train, y_train), (x_test, y_test) = splits
+    return ImageData("imagefolder", x_train, y_train, x_test, y_test, classes, f"imagefolder (single, test_fraction {frac:g})",
+                     False)
 
 
 def _decode(path: Path, size: int | None) -> np.ndarray:
