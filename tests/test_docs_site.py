@@ -59,13 +59,13 @@ def test_hooks_map_repository_links_to_site_links():
         import mkdocs_hooks as hooks
     finally:
         sys.path.remove(str(REPO / "tools"))
-    known = {"index.md", "theory.md", "BENCHMARKS.md", "project/README.md", "figures/full/index.md",
+    known = {"index.md", "verify.md", "BENCHMARKS.md", "project/README.md", "figures/full/index.md",
              "figures/full/fig_init.png", "results.md"}
     # a page of docs/ (site root) linking out of docs/, and the README (project/) linking into docs/
     assert hooks._rewrite("../BENCHMARKS.md", "docs/index.md", "index.md", known) == "BENCHMARKS.md"
     assert hooks._rewrite("../figures/full/fig_init.png", "docs/results.md", "results.md", known) == \
         "figures/full/fig_init.png"
-    assert hooks._rewrite("docs/theory.md#9-claims", "README.md", "project/README.md", known) == "../theory.md#9-claims"
+    assert hooks._rewrite("docs/verify.md#ablations", "README.md", "project/README.md", known) == "../verify.md#ablations"
     assert hooks._rewrite("../../docs/results.md", "figures/full/index.md", "figures/full/index.md", known) == \
         "../../results.md"
     # external links, anchors and files the site does not have are left for mkdocs to judge

@@ -4,8 +4,8 @@ The pages live where they live in the repository (docs/*.md, README.md, BENCHMAR
 galleries figures/<scale>/index.md with their PNGs), and link to each other with the relative links that work on
 GitHub (``../BENCHMARKS.md``, ``../figures/full/fig_init.png`` from a page of docs/). MkDocs only sees docs_dir
 (docs/), so :func:`on_files` adds the files from outside it and :func:`on_page_markdown` rewrites each relative
-link from its repository path to its path on the site, where docs/ is the root (``docs/theory.md`` ->
-``theory.md``, ``README.md`` -> ``project/README.md``). A link to a file the site does not have is left alone, so
+link from its repository path to its path on the site, where docs/ is the root (``docs/verify.md`` ->
+``verify.md``, ``README.md`` -> ``project/README.md``). A link to a file the site does not have is left alone, so
 that ``mkdocs build --strict`` reports it.
 """
 

@@ -151,7 +151,7 @@ def format_table(report, *, width: int = WIDTH) -> str:
         if note:
             statement += _wrap(f"note: {note}", fixed[3])
         rows.append([[r.status], [r.evidence], _wrap_name(r.name, fixed[2]), statement, [f"{r.seconds:.2f}s".rjust(7)]])
-    lines = _grid(["status", "evidence", "check", "statement (in LaTeX: --json)", "time".rjust(7)],
+    lines = _grid(["status", "evidence", "check", "statement in words (LaTeX: --json)", "time".rjust(7)],
                   rows, fixed)
     counts = ", ".join(f"{n} {s}" for s, n in sorted(report.counts.items()))
     verdict = "PASSED" if report.passed else "FAILED"
