@@ -3,7 +3,7 @@
 Every size a user gives (classes, dimensions, batch sizes, negatives, file contents) is checked at the
 boundary against an *estimate* of the bytes it makes the command allocate, before anything is allocated.
 A request above the budget is refused with one line naming the option, the estimated need and the
-budget, and how to raise it; so ``ncgeom nc-value --negatives 1000000000`` is an error in microseconds,
+budget, and how to raise it; so ``ncgeom nc-value --num-negatives 1000000000`` is an error in microseconds,
 never a numpy/torch allocation failure minutes later.
 
 The budget, in order of precedence:

@@ -54,17 +54,17 @@ def binomial_infonce(c, k, p, tau):
 @pytest.mark.parametrize(
     "argv, expected, collision",
     [
-        (["--setting", "scl", "--loss", "infonce", "--classes", "10", "--negatives", "5", "--tau", "0.5"],
+        (["--setting", "scl", "--psi", "infonce", "--classes", "10", "--num-negatives", "5", "--tau", "0.5"],
          math.log1p(5 * math.exp(-10 / (9 * 0.5))), 0.0),
-        (["--setting", "hscl", "--loss", "infonce", "--classes", "10", "--negatives", "5", "--tau", "0.5",
+        (["--setting", "hscl", "--psi", "infonce", "--classes", "10", "--num-negatives", "5", "--tau", "0.5",
           "--beta", "7"], math.log1p(5 * math.exp(-10 / (9 * 0.5))), 0.0),  # tilting changes nothing at NC
-        (["--setting", "scl", "--loss", "infonce-mean", "--classes", "10", "--negatives", "256"],
+        (["--setting", "scl", "--psi", "infonce-mean", "--classes", "10", "--num-negatives", "256"],
          math.log1p(math.exp(-10 / 9)), 0.0),  # 0.2846, the authors' baseline
-        (["--setting", "ucl", "--loss", "infonce", "--classes", "4", "--negatives", "2", "--tau", "0.5"],
+        (["--setting", "ucl", "--psi", "infonce", "--classes", "4", "--num-negatives", "2", "--tau", "0.5"],
          0.4145938208, 0.25),  # docs/theory.md section 6 example, also binomial_infonce(4, 2, 1/4, 0.5)
-        (["--setting", "scl", "--loss", "triplet", "--classes", "3", "--negatives", "4", "--margin", "2"],
+        (["--setting", "scl", "--psi", "triplet", "--classes", "3", "--num-negatives", "4", "--margin", "2"],
          2 - 3 / 2, 0.0),
-        (["--setting", "scl", "--loss", "triplet", "--classes", "3", "--negatives", "4"], 0.0, 0.0),
+        (["--setting", "scl", "--psi", "triplet", "--classes", "3", "--num-negatives", "4"], 0.0, 0.0),
     ],
 )
 def test_nc_value_json_matches_closed_forms(argv, expected, collision, capsys):
@@ -83,7 +83,7 @@ def test_nc_value_ucl_and_hucl_are_binomial_mixtures(capsys):
     c, k, tau, beta = 5, 6, 0.7, 2.0
     for setting, p in [("ucl", 1 / c),
                        ("hucl", math.exp(beta) / (math.exp(beta) + (c - 1) * math.exp(-beta / (c - 1))))]:
-        argv = ["nc-value", "--setting", setting, "--loss", "infonce", "--classes", str(c), "--negatives", str(k),
+        argv = ["nc-value", "--setting", setting, "--psi", "infonce", "--classes", str(c), "--num-negatives", str(k),
                 "--tau", str(tau), "--beta", str(beta), "--json"]
         code, out, _ = run_main(argv, capsys)
         result = json.loads(out)
@@ -94,8 +94,8 @@ def test_nc_value_ucl_and_hucl_are_binomial_mixtures(capsys):
 
 
 def test_nc_value_human_table(capsys):
-    code, out, err = run_main(["nc-value", "--setting", "ucl", "--loss", "infonce", "--classes", "4",
-                               "--negatives", "2", "--tau", "0.5"], capsys)
+    code, out, err = run_main(["nc-value", "--setting", "ucl", "--psi", "infonce", "--classes", "4",
+                               "--num-negatives", "2", "--tau", "0.5"], capsys)
     assert code == 0 and err == ""
     rows = {line.split("  ")[0]: line.split() for line in out.splitlines()}  # label, then 2+ spaces
     assert rows["NC value"][2] == "0.4145938208"
@@ -108,20 +108,20 @@ def test_nc_value_human_table(capsys):
     [
         ({"--classes": "1"}, "--classes must be an integer >= 2, got 1"),
         ({"--classes": "-3"}, "--classes must be an integer >= 2"),
-        ({"--negatives": "0"}, "--negatives must be an integer >= 1, got 0"),
+        ({"--num-negatives": "0"}, "--num-negatives must be an integer >= 1, got 0"),
         ({"--tau": "0"}, "--tau must be a finite real number > 0.0"),
         ({"--tau": "-1"}, "--tau must be a finite real number > 0.0"),
         ({"--tau": "nan"}, "--tau must be a finite real number"),
         ({"--beta": "-0.5"}, "--beta must be a finite real number >= 0.0"),
         ({"--beta": "inf"}, "--beta must be a finite real number"),
         ({"--setting": "scl2"}, "argument --setting: invalid choice: 'scl2'"),
-        ({"--loss": "supcon"}, "argument --loss: invalid choice: 'supcon'"),
+        ({"--psi": "supcon"}, "argument --psi: invalid choice: 'supcon'"),
         ({"--classes": "2.5"}, "argument --classes: invalid int value: '2.5'"),
-        ({"--negatives": None}, "the following arguments are required: --negatives"),
+        ({"--num-negatives": None}, "the following arguments are required: --num-negatives"),
     ],
 )
 def test_nc_value_invalid_input_exits_2_with_one_line(change, fragment, capsys):
-    opts = {"--setting": "hucl", "--loss": "infonce", "--classes": "5", "--negatives": "3", "--beta": "1",
+    opts = {"--setting": "hucl", "--psi": "infonce", "--classes": "5", "--num-negatives": "3", "--beta": "1",
             "--tau": "1"}
     opts.update(change)
     argv = ["nc-value"] + [x for key, value in opts.items() if value is not None for x in (key, value)]
@@ -129,12 +129,12 @@ def test_nc_value_invalid_input_exits_2_with_one_line(change, fragment, capsys):
 
 
 def test_nc_value_console_script():
-    code, out, err = run_script("nc-value", "--setting", "scl", "--loss", "infonce", "--classes", "3",
-                                "--negatives", "1", "--json")
+    code, out, err = run_script("nc-value", "--setting", "scl", "--psi", "infonce", "--classes", "3",
+                                "--num-negatives", "1", "--json")
     assert code == 0 and err == ""
     assert_allclose(json.loads(out)["value"], math.log1p(math.exp(-1.5)), rtol=RTOL)
-    assert_usage_error(*run_script("nc-value", "--setting", "scl", "--loss", "infonce", "--classes", "3",
-                                   "--negatives", "1", "--tau", "0"), "nc-value", "--tau")
+    assert_usage_error(*run_script("nc-value", "--setting", "scl", "--psi", "infonce", "--classes", "3",
+                                   "--num-negatives", "1", "--tau", "0"), "nc-value", "--tau")
 
 
 # ------------------------------------------------------------------ metrics
@@ -254,7 +254,7 @@ def test_nc_value_choices_match_the_library():
     nc_value.register(subparsers)
     sub = subparsers.choices["nc-value"]
     choices = {a.dest: tuple(a.choices) for a in sub._actions if a.choices}
-    assert choices == {"setting": SETTINGS, "loss": PSI_NAMES}
+    assert choices == {"setting": SETTINGS, "psi": PSI_NAMES}
 
 
 # ------------------------------------------------------------------ metrics: input formats

@@ -63,12 +63,12 @@ def _cases() -> list[Case]:
     cases: list[Case] = []
     # ------------------------------------------------------------------ nc-value numeric options
     def nc_base(tmp):
-        return ["nc-value", "--setting", "ucl", "--loss", "infonce"]
+        return ["nc-value", "--setting", "ucl", "--psi", "infonce"]
 
-    nc_options = {"--classes": (True, ("negative", "zero")), "--negatives": (True, ("negative", "zero", "huge_1e30")),
+    nc_options = {"--classes": (True, ("negative", "zero")), "--num-negatives": (True, ("negative", "zero", "huge_1e30")),
                   "--beta": (False, ("negative",)), "--tau": (False, ("negative", "zero")), "--margin": (False, ())}
     for option, (integer, bad) in nc_options.items():
-        others = [x for o in nc_options if o != option and o in ("--classes", "--negatives") for x in (o, "3")]
+        others = [x for o in nc_options if o != option and o in ("--classes", "--num-negatives") for x in (o, "3")]
         cases += _numeric("numeric options", "nc-value", nc_base, option, integer=integer, bad=bad, extra=others)
 
     # ------------------------------------------------------------------ train numeric options (one per Config field)
@@ -129,7 +129,7 @@ def _cases() -> list[Case]:
                       bad=("negative", "zero", "huge_1e30"))
 
     # ------------------------------------------------------------------ --max-memory on every budgeted command
-    bases = {"nc-value": lambda tmp: [*nc_base(tmp), "--classes", "3", "--negatives", "2"], "train": train_base,
+    bases = {"nc-value": lambda tmp: [*nc_base(tmp), "--classes", "3", "--num-negatives", "2"], "train": train_base,
              "bench": bench_base, "sweep": sweep_base, "reproduce": repro_base, "metrics": metrics_base}
     for command, base in bases.items():
         for value in ("-1", "0", "ten", "1e9", "nan", "8Q", "", "2000P"):
@@ -138,9 +138,9 @@ def _cases() -> list[Case]:
     # sizes above a small budget
     cases += [
         Case("memory budget", "nc-value k=1e9", "nc-value",
-             lambda tmp: [*nc_base(tmp), "--classes", "3", "--negatives", "1000000000"]),
+             lambda tmp: [*nc_base(tmp), "--classes", "3", "--num-negatives", "1000000000"]),
         Case("memory budget", "nc-value k=1e6 at 1M", "nc-value",
-             lambda tmp: [*nc_base(tmp), "--classes", "3", "--negatives", "1000000", "--max-memory", "1M"]),
+             lambda tmp: [*nc_base(tmp), "--classes", "3", "--num-negatives", "1000000", "--max-memory", "1M"]),
         Case("memory budget", "train classes=1e9", "train", lambda tmp: [*train_base(tmp), "--classes", "1000000000"],
              out="run"),
         Case("memory budget", "train default at 1K", "train", lambda tmp: [*train_base(tmp), "--max-memory", "1K"],
@@ -210,7 +210,7 @@ def _cases() -> list[Case]:
         Case("choices", "verify --only unknown", "verify", lambda tmp: ["verify", "--only", "nope"]),
         Case("choices", "verify --only empty list", "verify", lambda tmp: ["verify", "--only", ","]),
         Case("choices", "nc-value --setting", "nc-value",
-             lambda tmp: ["nc-value", "--setting", "xcl", "--loss", "infonce", "--classes", "3", "--negatives", "2"]),
+             lambda tmp: ["nc-value", "--setting", "xcl", "--psi", "infonce", "--classes", "3", "--num-negatives", "2"]),
         Case("choices", "train --setting", "train", lambda tmp: [*train_base(tmp), "--setting", "xcl"], out="run"),
         Case("choices", "bench --methods", "bench", lambda tmp: [*bench_base(tmp), "--methods", "fast"]),
         Case("choices", "bench --device", "bench", lambda tmp: [*bench_base(tmp), "--device", "tpu"]),
@@ -452,8 +452,8 @@ def test_corpus_size():
 # ---------------------------------------------------------------------------------------------------- accepted
 def test_huge_but_cheap_values_are_computed(capsys):
     """nc-value's cost is O(k) and O(1) in C: C = 10^30 is a fine input (exit 0, a finite value)."""
-    code, out, err = run_main(["nc-value", "--setting", "ucl", "--loss", "infonce", "--classes", HUGE_INT,
-                               "--negatives", "3", "--json"], capsys)
+    code, out, err = run_main(["nc-value", "--setting", "ucl", "--psi", "infonce", "--classes", HUGE_INT,
+                               "--num-negatives", "3", "--json"], capsys)
     assert code == 0 and err == ""
     value = json.loads(out)["value"]
     # C -> inf: p = 1/C -> 0 and -C/(C-1) -> -1, so the value tends to log(1 + 3 e^-1)
@@ -482,7 +482,7 @@ def test_large_allowed_grid_is_validated_fast():
 
 
 def test_debug_flag_shows_the_traceback_before_or_after_the_command(capsys):
-    argv = ["nc-value", "--setting", "ucl", "--loss", "infonce", "--classes", "1", "--negatives", "2"]
+    argv = ["nc-value", "--setting", "ucl", "--psi", "infonce", "--classes", "1", "--num-negatives", "2"]
     for where in (["--debug", *argv], [*argv, "--debug"]):
         with pytest.raises(ValueError, match="--classes must be an integer >= 2"):
             main(where)
@@ -497,8 +497,8 @@ def test_internal_error_is_one_line_exit_1(capsys, monkeypatch):
         raise ZeroDivisionError("boom")
 
     monkeypatch.setattr(nc_cli, "nc_value", broken)
-    code, out, err = run_main(["nc-value", "--setting", "ucl", "--loss", "infonce", "--classes", "3",
-                               "--negatives", "2"], capsys)
+    code, out, err = run_main(["nc-value", "--setting", "ucl", "--psi", "infonce", "--classes", "3",
+                               "--num-negatives", "2"], capsys)
     assert code == 1 and out == ""
     assert err.splitlines() == ["ncgeom nc-value: error: internal error: ZeroDivisionError: boom "
                                 "(rerun with --debug for the traceback)"]
@@ -519,14 +519,14 @@ def test_exception_kinds_map_to_exit_codes(exc, code, fragment, capsys, monkeypa
         raise exc
 
     monkeypatch.setattr(nc_cli, "nc_value", raising)
-    got, out, err = run_main(["nc-value", "--setting", "ucl", "--loss", "infonce", "--classes", "3",
-                              "--negatives", "2"], capsys)
+    got, out, err = run_main(["nc-value", "--setting", "ucl", "--psi", "infonce", "--classes", "3",
+                              "--num-negatives", "2"], capsys)
     assert got == code and out == "" and len(err.splitlines()) == 1 and fragment in err, err
 
 
 def test_max_memory_reaches_the_budget_and_is_restored(capsys, monkeypatch):
     monkeypatch.delenv(budget.ENV_VAR, raising=False)
-    argv = ["nc-value", "--setting", "scl", "--loss", "infonce", "--classes", "3", "--negatives", "100000"]
+    argv = ["nc-value", "--setting", "scl", "--psi", "infonce", "--classes", "3", "--num-negatives", "100000"]
     assert run_main([*argv, "--max-memory", "1M"], capsys)[0] == 2  # 6.4 MB needed
     assert run_main(["--max-memory", "64M", *argv], capsys)[0] == 0
     monkeypatch.setenv(budget.ENV_VAR, "1M")
@@ -537,7 +537,7 @@ def test_max_memory_reaches_the_budget_and_is_restored(capsys, monkeypatch):
 
 # ---------------------------------------------------------------------------------------------------- subprocess
 SUBPROCESS_CASES = [
-    ("nc-value", ["nc-value", "--setting", "ucl", "--loss", "infonce", "--classes", "3", "--negatives", "1000000000"]),
+    ("nc-value", ["nc-value", "--setting", "ucl", "--psi", "infonce", "--classes", "3", "--num-negatives", "1000000000"]),
     ("train", ["train", "--classes", HUGE_INT, "--quiet"]),
     ("metrics", None),  # the 16 GiB .npz, built in the test
     ("sweep", None),  # grid = 5

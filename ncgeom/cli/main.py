@@ -15,6 +15,11 @@ No input produces a traceback. Whatever a handler raises is reported as ONE line
   the traceback)``; commands also return 1 for their own failures (a run diverged, a check failed);
 - 130, interrupted (Ctrl-C); 143, terminated (SIGTERM, where a command handles it: sweep, reproduce).
 
+A reader that closes the pipe early (``ncgeom verify | head``) ends the command quietly: what it still had
+to print is dropped, stdout is pointed at the null device so that the interpreter's flush at exit is
+silent too, and the exit code is 141 (128 + SIGPIPE, what a shell reports for a command killed by a closed
+pipe, so that ``set -o pipefail`` still sees that the output was cut); nothing is printed on stderr.
+
 ``--debug`` (before or after the subcommand) shows the traceback instead. ``--max-memory SIZE`` on the
 commands that allocate (:data:`BUDGETED`) sets the memory budget of :mod:`ncgeom.budget` for the command
 and its worker processes.
@@ -29,8 +34,9 @@ import os
 import sys
 
 from ncgeom import __version__, budget
+from ncgeom.cli.options import FORMER_SPELLINGS, HelpFormatter
 
-__all__ = ["main", "UsageError", "build_parser", "SUBCOMMAND_MODULES", "BUDGETED", "error_line"]
+__all__ = ["main", "UsageError", "build_parser", "SUBCOMMAND_MODULES", "BUDGETED", "error_line", "EXIT_BROKEN_PIPE"]
 
 # Order = order in --help. A module missing from an install is skipped (never breaks the CLI).
 # ncgeom.cli.reference (the docs/cli.md generator) imports this module; nothing here imports it.
@@ -38,6 +44,9 @@ SUBCOMMAND_MODULES = ("nc_value", "metrics", "verify", "train", "sweep", "compar
                       "reproduce")
 #: Subcommands that allocate arrays sized by their input: they take --max-memory.
 BUDGETED = ("nc-value", "metrics", "train", "sweep", "bench", "reproduce")
+
+#: Exit code when the reader of stdout went away (128 + SIGPIPE, the shell's code for a closed pipe).
+EXIT_BROKEN_PIPE = 141
 
 _DEBUG_HELP = "show the traceback of an error instead of one line"
 _MEMORY_HELP = (f"memory budget for the arrays, e.g. 512M, 8G [${budget.ENV_VAR} or min(4G, half the physical "
@@ -49,7 +58,13 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)  # leaves the former spellings out (ncgeom.cli.options)
+        super().__init__(*args, **kwargs)
+
     def error(self, message):  # one line, exit 2 (argparse prints usage + message by default)
+        for former in FORMER_SPELLINGS:  # argparse names an option by all its spellings: name the current one
+            message = message.replace(f"{former.new}/{former.old}", former.new)
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
 
 
@@ -101,7 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     prog = f"ncgeom {args.command}"
     try:
         with budget.override(args.max_memory):
-            return int(args.func(args) or 0)
+            code = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, so that a closed pipe is reported below and not by the interpreter at exit
+        return code
+    except BrokenPipeError:
+        if args.debug:
+            raise
+        return _reader_gone()
     except KeyboardInterrupt:
         if args.debug:
             raise
@@ -110,11 +131,20 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if args.debug:
             raise
-        if isinstance(exc, BrokenPipeError):  # stdout closed early (`ncgeom ... | head`): nothing more to print
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         message, code = error_line(exc)
         print(f"{prog}: error: {message}", file=sys.stderr)
         return code
+
+
+def _reader_gone() -> int:
+    """stdout's reader closed the pipe (``ncgeom ... | head``): nothing more to print, quietly (module docstring)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter flushes stdout at exit: into the null device
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout without a file descriptor (replaced by a test): nothing to redirect
+        pass
+    return EXIT_BROKEN_PIPE
 
 
 def _squash(text: str) -> str:

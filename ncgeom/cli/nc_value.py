@@ -2,10 +2,13 @@
 
 Example::
 
-    $ ncgeom nc-value --setting ucl --loss infonce --classes 4 --negatives 2 --tau 0.5
-    $ ncgeom nc-value --setting hucl --loss infonce-mean --classes 10 --negatives 256 --beta 5 --json
+    $ ncgeom nc-value --setting ucl --psi infonce --classes 4 --num-negatives 2 --tau 0.5
+    $ ncgeom nc-value --setting hucl --psi infonce-mean --classes 10 --num-negatives 256 --beta 5 --json
 
-The JSON output is one object: ``value`` plus every input (``setting``, ``loss``, ``num_classes``,
+The options are spelled as the ``Config`` fields of ``ncgeom train`` (``--psi``, ``--num-negatives``);
+``--loss`` and ``--negatives`` are accepted for one release (:mod:`ncgeom.cli.options`).
+
+The JSON output is one object: ``value`` plus every input (``setting``, ``loss`` (the psi), ``num_classes``,
 ``num_negatives``, ``beta``, ``tau``, ``margin``) and the ``collision_probability`` at NC.
 """
 
@@ -15,6 +18,7 @@ import argparse
 
 from ncgeom import budget
 from ncgeom.atomic_io import dumps_json
+from ncgeom.cli.options import StoreWithFormerSpellings
 from ncgeom.theory import collision_probability, nc_value
 from ncgeom.validate import require_int, require_real
 from ncgeom.vocabulary import PSI_NAMES, SETTINGS, is_hard
@@ -31,9 +35,11 @@ def register(subparsers) -> None:
         "sum_j Binom(k, j; p) psi(j zeros, k-j entries -C/(C-1)), p the collision probability.",
     )
     p.add_argument("--setting", required=True, choices=SETTINGS, help="negative law (docs/theory.md section 3)")
-    p.add_argument("--loss", required=True, choices=PSI_NAMES, help="psi_k (docs/theory.md section 2)")
+    p.add_argument("--psi", "--loss", dest="psi", required=True, choices=PSI_NAMES, action=StoreWithFormerSpellings,
+                   former=("--loss",), help="psi_k (docs/theory.md section 2)")
     p.add_argument("--classes", required=True, type=int, metavar="C", help="number of classes C >= 2")
-    p.add_argument("--negatives", required=True, type=int, metavar="K",
+    p.add_argument("--num-negatives", "--negatives", dest="num_negatives", required=True, type=int, metavar="K",
+                   action=StoreWithFormerSpellings, former=("--negatives",),
                    help="negatives per anchor k >= 1 (64 bytes each, within --max-memory: k <= 67 million at 4 GiB)")
     p.add_argument("--beta", type=float, default=0.0, metavar="B", help="hardness beta >= 0 (default 0)")
     p.add_argument("--tau", type=float, default=1.0, metavar="T", help="temperature tau > 0 (default 1)")
@@ -44,13 +50,13 @@ def register(subparsers) -> None:
 
 def _validated(args: argparse.Namespace) -> dict:
     """The inputs under their JSON names, or ValueError naming the offending flag."""
-    num_negatives = require_int("--negatives", args.negatives, min_value=1)
+    num_negatives = require_int("--num-negatives", args.num_negatives, min_value=1)
     # the closed form holds O(k) float64 arrays (ncgeom.budget.nc_value_bytes); its cost does not grow with C
-    budget.require_within_budget("--negatives", budget.nc_value_bytes(num_negatives),
+    budget.require_within_budget("--num-negatives", budget.nc_value_bytes(num_negatives),
                                  what=f"the closed form over k = {num_negatives} negatives")
     return {
         "setting": args.setting,
-        "loss": args.loss,
+        "loss": args.psi,
         "num_classes": require_int("--classes", args.classes, min_value=2),
         "num_negatives": num_negatives,
         "beta": require_real("--beta", args.beta, min_value=0.0),
@@ -88,7 +94,7 @@ def _table(r: dict) -> str:
     }
     rows = [
         ("setting", r["setting"], ""),
-        ("loss (psi)", r["loss"], ""),
+        ("psi", r["loss"], ""),
         ("classes C", r["num_classes"], ""),
         ("negatives k", r["num_negatives"], ""),
         ("beta", f"{r['beta']:g}", f"(unused by {r['setting']})" if unused["beta"] else ""),

@@ -10,15 +10,16 @@ from __future__ import annotations
 import argparse
 import os
 
-from ncgeom.cli.main import build_parser
+from ncgeom.cli.main import EXIT_BROKEN_PIPE, build_parser
+from ncgeom.cli.measured import FULL_CPU_HOURS, FULL_WALL, MACHINE_CORES, QUICK_MINUTES
 
 __all__ = ["cli_reference", "EXAMPLES"]
 
 EXAMPLES: dict[str, list[tuple[str, str]]] = {
     "nc-value": [
-        ("ncgeom nc-value --setting ucl --loss infonce --classes 4 --negatives 2 --tau 0.5",
+        ("ncgeom nc-value --setting ucl --psi infonce --classes 4 --num-negatives 2 --tau 0.5",
          "UCL minimum at C = 4, k = 2, tau = 0.5 (docs/theory.md, section 6)"),
-        ("ncgeom nc-value --setting hucl --loss infonce --classes 10 --negatives 16 --beta 5 --json",
+        ("ncgeom nc-value --setting hucl --psi infonce --classes 10 --num-negatives 16 --beta 5 --json",
          "HUCL loss at NC with the tilted collision probability pi_beta, as JSON"),
     ],
     "metrics": [
@@ -29,6 +30,7 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     "verify": [
         ("ncgeom verify --quick", "symbolic checks, exact Harris checks, convex certificates, counterexample, HUCL exploration"),
         ("ncgeom verify --only certificates --json", "only the convex certificates, as JSON"),
+        ("ncgeom verify --ablations --only dimension", "one case of the hypothesis ablations, with the legend and the winner per row"),
     ],
     "train": [
         ("ncgeom train --setting hscl --beta 5 --norm sphere --epochs 100 --out runs/hscl5", "one training run into a run directory"),
@@ -55,8 +57,10 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
          "speed and peak memory of the SCL batch loss backends vs pytorch-metric-learning"),
     ],
     "reproduce": [
-        ("ncgeom reproduce --quick --out results/quick", "everything at reduced size (about 2 minutes on 2 CPU cores)"),
-        ("ncgeom reproduce --full --out results/full --workers 4", "paper-scale settings (about 3.7 CPU-hours / workers; see docs/getting_started.md)"),
+        ("ncgeom reproduce --quick --out results/quick",
+         f"everything at reduced size (about {QUICK_MINUTES} minutes on {MACHINE_CORES}, measured)"),
+        ("ncgeom reproduce --full --out results/full --workers 2",
+         f"paper-scale settings ({FULL_WALL} on {MACHINE_CORES}, {FULL_CPU_HOURS} CPU-hours, measured; see docs/getting_started.md)"),
         ("ncgeom reproduce --quick --out results/quick --redo figures", "redraw the figures from the saved results"),
     ],
 }
@@ -68,7 +72,11 @@ checks that every subcommand and option appears here. Conventions shared by ever
 
 - exit code 0 on success; 1 when the command ran but something it checks failed (a failed check of
   `ncgeom verify`, a failed stage of `ncgeom reproduce`); 2 on bad input, reported as ONE line
-  `ncgeom <command>: error: <message>` on stderr (no traceback);
+  `ncgeom <command>: error: <message>` on stderr (no traceback); {broken_pipe} when the reader of stdout
+  closed the pipe early (`ncgeom verify | head`): the command stops quietly, nothing on stderr;
+- one spelling per option across commands (the `Config` field's name where there is one: `--psi`,
+  `--num-negatives`, `--classes`; `--scale` for a scale); a former spelling still works for one release,
+  with a note on stderr, and is not listed here (CHANGELOG.md, "Option spellings");
 - randomness comes from an explicit `--seed` where a command draws anything;
 - results are written atomically (a temporary file renamed over the target), so an interrupted
   command never leaves a truncated file, and commands that produce many results (`sweep`,
@@ -83,7 +91,7 @@ def cli_reference() -> str:
     os.environ["COLUMNS"] = "100"  # stable wrapping of the help texts
     try:
         parser = build_parser()
-        parts = [_INTRO, "## ncgeom\n", "```text", parser.format_help().rstrip(), "```", ""]
+        parts = [_INTRO.replace("{broken_pipe}", str(EXIT_BROKEN_PIPE)), "## ncgeom\n", "```text", parser.format_help().rstrip(), "```", ""]
         sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         for name, subparser in sub.choices.items():
             parts += [f"## ncgeom {name}\n", "```text", subparser.format_help().rstrip(), "```", ""]

@@ -17,6 +17,7 @@ import os
 import sys
 
 from ncgeom.campaigns.claims import claim_run_counts
+from ncgeom.cli.measured import FULL_CPU_HOURS, FULL_WALL, MACHINE_CORES, QUICK_MINUTES
 from ncgeom.cli.sweep import (
     add_device_option,
     add_engine_option,
@@ -30,6 +31,7 @@ from ncgeom.interrupts import Interrupted, raise_on_signals
 from ncgeom.locking import folder_lock, prepare_folder
 from ncgeom.threads import limit_cpu_threads
 from ncgeom.validate import require_int
+from ncgeom.vocabulary import SCALES
 
 __all__ = ["register", "handler"]
 
@@ -46,10 +48,16 @@ def register(subparsers) -> None:
         ),
     )
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", dest="scale", action="store_const", const="quick", help="reduced sizes, about 2 minutes on 2 CPU cores (default)")
-    size.add_argument("--full", dest="scale", action="store_const", const="full", help="paper-scale settings (about 3.7 CPU-hours; see docs/getting_started.md)")
+    size.add_argument("--scale", choices=SCALES, help="tiny, quick or full, as in ncgeom sweep; --tiny, --quick and "
+                      "--full below are its shorthands [quick]")
+    size.add_argument("--quick", dest="scale", action="store_const", const="quick",
+                      help=f"reduced sizes, about {QUICK_MINUTES} minutes on {MACHINE_CORES}, measured (default)")
+    size.add_argument("--full", dest="scale", action="store_const", const="full",
+                      help=f"paper-scale settings ({FULL_WALL} on {MACHINE_CORES}, {FULL_CPU_HOURS} CPU-hours, "
+                           "measured; see docs/getting_started.md)")
     size.add_argument("--tiny", dest="scale", action="store_const", const="tiny", help="test scale: 2-epoch runs on shrunken grids, well under a minute; the verdicts carry no evidence")
-    parser.set_defaults(scale="quick")
+    # None, not "quick": argparse tells two options of the group apart only from a value that is not the default
+    parser.set_defaults(scale=None)
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (created; reused to resume)")
     parser.add_argument(
         "--workers", type=int, default=None, metavar="N",
@@ -81,6 +89,7 @@ def handler(args: argparse.Namespace) -> int:
     from ncgeom.reproduce.pipeline import reproduce
     from ncgeom.reproduce.stages import STAGES
 
+    args.scale = args.scale or "quick"  # the default scale (None in the parser: see register)
     workers = min(os.cpu_count() or 1, 4) if args.workers is None else require_int("--workers", args.workers, min_value=1)
     stages = None if args.stages is None else _stage_list("--stages", args.stages, STAGES[:-1])
     redo = _stage_list("--redo", args.redo, STAGES[:-1])

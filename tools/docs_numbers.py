@@ -1,0 +1,372 @@
+#!/usr/bin/env python3
+"""Generate every number the docs quote about runs, checks and timings from the artifacts that hold it.
+
+A quoted number sits between two markers that name its source, in README.md, docs/*.md and figures/*/index.md:
+
+    the quick reproduction trains <!-- num:spec.runs.quick -->186<!-- /num --> runs
+
+(the markers are HTML comments: invisible on GitHub and on the documentation site). The sources, all committed:
+
+- ``spec.*``: the claim specs that ship in the package (``ncgeom.campaigns.claims.CLAIMS``): how many training
+  runs each scale trains (``spec.runs.<scale>``, ``spec.runs.<scale>.claim<id>``) and how many seeds each grid
+  point has (``spec.seeds.<scale>``);
+- ``repro.<scale>.*``: the record of the last measured reproduction at that scale,
+  ``figures/<scale>/reproduction.json`` (:class:`ReproductionRecord`): its wall and CPU time, the seconds of each
+  stage, the install time, the checks that passed by kind of evidence, the hypothesis-ablation records, the
+  runs and seeds it trained, its commit. ``--list`` prints every key.
+
+``ncgeom/cli/measured.py`` (the times that ``ncgeom reproduce --help`` quotes) is generated whole from the same
+records, and docs/cli.md from the parsers (``python -m ncgeom.cli.reference``).
+
+Usage::
+
+    python tools/docs_numbers.py            # rewrite every marked number (and ncgeom/cli/measured.py)
+    python tools/docs_numbers.py --check    # exit 1 listing every stale number (CI: tests/test_docs_numbers.py)
+    python tools/docs_numbers.py --list     # every key and its value
+    python tools/docs_numbers.py record DIR --wall-seconds S --cpu-seconds S [--install-seconds S] \\
+        --machine TEXT --out figures/quick/reproduction.json
+                                            # the record of a new reproduction in DIR (the folder of
+                                            # `ncgeom reproduce --out DIR`), its times measured by the caller
+                                            # (e.g. /usr/bin/time); then rerun without --check
+
+A record whose runs or seeds differ from the shipped specs is refused in every mode (the specs changed since
+it was measured: measure again and write a new record), so the docs never quote a time for runs that the
+specs no longer train.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+import sys
+from collections import Counter
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # run as a script from anywhere: the ncgeom of this repository
+    sys.path.insert(0, str(REPO))
+
+__all__ = ["ReproductionRecord", "MARKER", "values", "rewrite", "stale", "measured_module", "main"]
+
+#: ``<!-- num:KEY -->VALUE<!-- /num -->``: a generated number in a markdown file.
+MARKER = re.compile(r"<!-- num:(?P<key>[A-Za-z0-9_.-]+) -->(?P<value>.*?)<!-- /num -->", re.S)
+SCALES = ("quick", "full")
+STAGES = ("verify", "theory", "claims", "figures")
+EVIDENCE = ("exact", "independent", "numerical", "self-test")
+MEASURED = REPO / "ncgeom" / "cli" / "measured.py"
+
+
+@dataclass(frozen=True)
+class ReproductionRecord:
+    """``figures/<scale>/reproduction.json``: what one ``ncgeom reproduce`` run took and produced.
+
+    scale, command, workers, engine : how it was run; commit, date : the code and the day;
+    machine : where, in words (cores, load); install : how ncgeom was installed;
+    wall_seconds, cpu_seconds : of the whole command (measured by the caller: /usr/bin/time or the shell);
+    install_seconds : of the install before it, or None; stages : {stage: seconds} from DIR/.stages;
+    runs, seeds : training runs of the claims and seeds per grid point; checks : {status: count} of the verify
+    stage; evidence : {kind: passes} of the verify stage; ablations : hypothesis-ablation records of the theory
+    stage; sequential : {"wall_seconds", "cpu_percent"} of the same work with one stage after another, or None;
+    origin : how this record was made (by ``record`` from DIR, or transcribed, and from what).
+    """
+
+    scale: str
+    command: str
+    workers: int
+    engine: str
+    commit: str
+    date: str
+    machine: str
+    install: str
+    wall_seconds: float
+    cpu_seconds: float
+    install_seconds: float | None
+    stages: dict[str, float]
+    runs: int
+    seeds: int
+    checks: dict[str, int]
+    evidence: dict[str, int]
+    ablations: int
+    sequential: dict[str, float] | None
+    origin: str
+
+    def __post_init__(self):
+        if self.scale not in SCALES:
+            raise ValueError(f"scale must be one of {SCALES}, got {self.scale!r}")
+        if sorted(self.stages) != sorted(STAGES):
+            raise ValueError(f"stages must give the seconds of {', '.join(STAGES)}, got {sorted(self.stages)}")
+        if sorted(self.evidence) != sorted(EVIDENCE):
+            raise ValueError(f"evidence must count {', '.join(EVIDENCE)}, got {sorted(self.evidence)}")
+        if self.checks.get("pass") != sum(self.evidence.values()):
+            raise ValueError(f"checks['pass'] ({self.checks.get('pass')}) must equal the passes by evidence "
+                             f"({sum(self.evidence.values())})")
+        if not (self.wall_seconds > 0 and self.cpu_seconds > 0):
+            raise ValueError("wall_seconds and cpu_seconds must be > 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReproductionRecord:
+        """The inverse of :meth:`to_dict`; an unknown or a missing key raises ValueError naming it."""
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(data) - set(names))
+        missing = [n for n in names if n not in data]
+        if unknown or missing:
+            raise ValueError(f"reproduction record: unknown keys {unknown}, missing keys {missing}")
+        return cls(**data)
+
+    @classmethod
+    def load(cls, path: Path) -> ReproductionRecord:
+        return cls.from_dict(json.loads(path.read_text()))
+
+
+def record_path(scale: str) -> Path:
+    return REPO / "figures" / scale / "reproduction.json"
+
+
+# ------------------------------------------------------------------------------------------------ the sources
+
+
+def _spec_counts() -> dict[str, Any]:
+    """{scale: (runs, {claim: runs}, seeds per grid point)} of the shipped claim specs."""
+    from ncgeom.campaigns.claims import CLAIMS, claim_spec
+    from ncgeom.campaigns.spec import expand
+
+    counts: dict[str, Any] = {}
+    for scale in ("tiny", *SCALES):
+        per_claim, seeds = {}, set()
+        for claim_id in CLAIMS:
+            configs = expand(claim_spec(claim_id), scale=scale)
+            per_claim[claim_id] = len(configs)
+            points = Counter(tuple(sorted((k, repr(v)) for k, v in dataclasses.asdict(c).items() if k != "seed"))
+                             for c in configs)
+            seeds |= set(points.values())
+        if len(seeds) != 1:
+            raise ValueError(f"the claim specs give {sorted(seeds)} seeds per grid point at scale {scale}: one "
+                             "number cannot be quoted")
+        counts[scale] = (sum(per_claim.values()), per_claim, seeds.pop())
+    return counts
+
+
+def minutes_seconds(seconds: float) -> str:
+    """``168 s`` below ten minutes, else ``22 min 52 s``."""
+    s = round(seconds)
+    return f"{s} s" if s < 600 else f"{s // 60} min {s % 60} s"
+
+
+def _record_keys(scale: str, r: ReproductionRecord) -> dict[str, str]:
+    p = f"repro.{scale}."
+    keys = {
+        p + "wall": minutes_seconds(r.wall_seconds),
+        p + "wall_seconds": f"{r.wall_seconds:.0f}",
+        p + "wall_minutes": f"{r.wall_seconds / 60:.0f}",
+        p + "cpu_seconds": f"{r.cpu_seconds:.0f}",
+        p + "cpu_percent": f"{100 * r.cpu_seconds / r.wall_seconds:.0f}",
+        p + "cpu_hours": f"{r.cpu_seconds / 3600:.1f}",
+        p + "runs": str(r.runs),
+        p + "seeds": str(r.seeds),
+        p + "ablations": str(r.ablations),
+        p + "commit": r.commit,
+        p + "date": r.date,
+        p + "workers": str(r.workers),
+        p + "checks.pass": str(r.checks.get("pass", 0)),
+        p + "checks.info": str(r.checks.get("info", 0)),
+        p + "verify_theory_minutes": f"{(r.stages['verify'] + r.stages['theory']) / 60:.0f}",
+    }
+    if r.install_seconds is not None:
+        keys[p + "install_seconds"] = f"{r.install_seconds:.0f}"
+        keys[p + "install_minutes"] = f"{r.install_seconds / 60:.1f}"
+    for stage, seconds in r.stages.items():
+        keys[p + f"stage.{stage}"] = f"{seconds:.0f}"
+        keys[p + f"stage.{stage}.minutes"] = f"{seconds / 60:.0f}"
+    for kind, n in r.evidence.items():
+        keys[p + f"evidence.{kind}"] = str(n)
+    if r.sequential is not None:
+        keys[p + "sequential.wall"] = minutes_seconds(r.sequential["wall_seconds"])
+        keys[p + "sequential.cpu_percent"] = f"{r.sequential['cpu_percent']:.0f}"
+    return keys
+
+
+def values() -> dict[str, str]:
+    """Every key a marker may name -> its value, from the specs and the committed records.
+
+    Raises ValueError when a record disagrees with the specs (its runs or seeds) or is malformed."""
+    out: dict[str, str] = {}
+    specs = _spec_counts()
+    for scale, (runs, per_claim, seeds) in specs.items():
+        out[f"spec.runs.{scale}"] = str(runs)
+        out[f"spec.seeds.{scale}"] = str(seeds)
+        for claim_id, n in per_claim.items():
+            out[f"spec.runs.{scale}.claim{claim_id}"] = str(n)
+    for scale in SCALES:
+        record = ReproductionRecord.load(record_path(scale))
+        if record.scale != scale:
+            raise ValueError(f"{record_path(scale)}: scale {record.scale!r}, expected {scale!r}")
+        runs, _, seeds = specs[scale]
+        if (record.runs, record.seeds) != (runs, seeds):
+            raise ValueError(f"{record_path(scale).relative_to(REPO)}: {record.runs} runs with {record.seeds} seeds, but "
+                             f"the shipped specs now train {runs} runs with {seeds} seeds at scale {scale}: measure "
+                             f"the reproduction again and write its record (python tools/docs_numbers.py record ...)")
+        out.update(_record_keys(scale, record))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ the files
+
+
+def marked_files() -> list[Path]:
+    """README.md, docs/*.md and figures/*/index.md."""
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "figures").glob("*/index.md"))]
+
+
+def rewrite(text: str, table: dict[str, str], where: str) -> tuple[str, list[str]]:
+    """``text`` with every marked number set from ``table``; and one line per number that changed."""
+    changes: list[str] = []
+
+    def sub(match: re.Match) -> str:
+        key, old = match.group("key"), match.group("value")
+        if key not in table:
+            raise ValueError(f"{where}: unknown number key {key!r} (python tools/docs_numbers.py --list)")
+        new = table[key]
+        if old != new:
+            line = text.count("\n", 0, match.start()) + 1
+            changes.append(f"{where}:{line}: {key} is {new!r}, the file says {old!r}")
+        return f"<!-- num:{key} -->{new}<!-- /num -->"
+
+    return MARKER.sub(sub, text), changes
+
+
+def measured_module(table: dict[str, str]) -> str:
+    """The source of ncgeom/cli/measured.py from the records' values."""
+    return f'''"""Measured times that the help of ``ncgeom reproduce`` quotes (docs/getting_started.md, "Time").
+
+Generated by tools/docs_numbers.py from figures/quick/reproduction.json and figures/full/reproduction.json:
+do not edit (``python tools/docs_numbers.py`` rewrites it; ``--check`` fails when it is stale).
+"""
+
+__all__ = ["QUICK_MINUTES", "FULL_WALL", "FULL_CPU_HOURS", "MACHINE_CORES"]
+
+#: Wall time of ``ncgeom reproduce --quick``, in minutes, on the machine of the record.
+QUICK_MINUTES = "{table['repro.quick.wall_minutes']}"
+#: Wall time of ``ncgeom reproduce --full`` on the machine of the record.
+FULL_WALL = "{table['repro.full.wall']}"
+#: CPU time of ``ncgeom reproduce --full``, in hours.
+FULL_CPU_HOURS = "{table['repro.full.cpu_hours']}"
+#: The machine of the records, in words.
+MACHINE_CORES = "2 CPU cores"
+'''
+
+
+def stale(table: dict[str, str] | None = None) -> list[str]:
+    """One line per number (or generated file) that differs from what its source gives."""
+    table = values() if table is None else table
+    problems: list[str] = []
+    for path in marked_files():
+        _, changes = rewrite(path.read_text(), table, str(path.relative_to(REPO)))
+        problems += changes
+    if not MEASURED.is_file() or MEASURED.read_text() != measured_module(table):
+        problems.append(f"{MEASURED.relative_to(REPO)} is not what the records give")
+    return problems
+
+
+# ------------------------------------------------------------------------------------------------ record
+
+
+def build_record(folder: Path, *, wall_seconds: float, cpu_seconds: float, install_seconds: float | None,
+                 machine: str, install: str, workers: int, engine: str) -> ReproductionRecord:
+    """The record of the reproduction in ``folder`` (the ``--out`` of ``ncgeom reproduce``), read through the
+    owners of its files; the times of the whole command are the caller's measurements."""
+    from ncgeom.atomic_io import read_json
+    from ncgeom.campaigns.claims import CLAIMS, ClaimResult
+    from ncgeom.reproduce.stages import StageRecord
+    from proofs_check.ablations import AblationResult
+    from proofs_check.records import CheckResult
+
+    manifest = read_json(folder / "reproduce.json")
+    scale = manifest["scale"]
+    stages = {}
+    for stage in STAGES:
+        record = StageRecord.load(folder, stage)
+        if record is None or record.status != "done":
+            raise ValueError(f"{folder}: stage {stage} is not done: no record of a partial run")
+        stages[stage] = round(record.seconds, 1)
+    checks = [CheckResult.from_dict(c) for c in read_json(folder / "verify" / "results.json")]
+    ablations = [AblationResult.from_dict(a) for a in read_json(folder / "theory" / "ablations.json")["ablations"]]
+    claims = [ClaimResult.load(folder, claim_id) for claim_id in CLAIMS]
+    if any(c is None for c in claims):
+        raise ValueError(f"{folder}: a claim has no result: no record of a partial run")
+    specs = _spec_counts()
+    provenance = manifest["provenance"]
+    return ReproductionRecord(
+        scale=scale, command=f"ncgeom reproduce --{scale} --out DIR --workers {workers}", workers=workers,
+        engine=engine, commit=str(provenance["git_commit"])[:7], date=str(provenance["time_utc"])[:10],
+        machine=machine, install=install, wall_seconds=wall_seconds, cpu_seconds=cpu_seconds,
+        install_seconds=install_seconds, stages=stages, runs=sum(c.runs for c in claims if c is not None),
+        seeds=specs[scale][2], checks=dict(Counter(c.status for c in checks)),
+        evidence={kind: sum(c.status == "pass" and c.evidence == kind for c in checks) for kind in EVIDENCE},
+        ablations=len(ablations), sequential=None,
+        origin=f"written by tools/docs_numbers.py record from the reproduction folder {folder.name}/",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tools/docs_numbers.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 listing every stale number; change nothing")
+    parser.add_argument("--list", action="store_true", help="print every key and its value")
+    sub = parser.add_subparsers(dest="command")
+    rec = sub.add_parser("record", help="write the record of a reproduction folder")
+    rec.add_argument("folder", type=Path)
+    rec.add_argument("--wall-seconds", type=float, required=True)
+    rec.add_argument("--cpu-seconds", type=float, required=True)
+    rec.add_argument("--install-seconds", type=float, default=None)
+    rec.add_argument("--machine", required=True, help="where it ran, in words (cores, load)")
+    rec.add_argument("--install", default="editable install", help="how ncgeom was installed")
+    rec.add_argument("--workers", type=int, default=2)
+    rec.add_argument("--engine", default="stacked")
+    rec.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "record":
+            record = build_record(args.folder, wall_seconds=args.wall_seconds, cpu_seconds=args.cpu_seconds,
+                                  install_seconds=args.install_seconds, machine=args.machine, install=args.install,
+                                  workers=args.workers, engine=args.engine)
+            args.out.write_text(json.dumps(record.to_dict(), indent=2) + "\n")
+            print(f"wrote {args.out}; now run python tools/docs_numbers.py")
+            return 0
+        table = values()
+        if args.list:
+            width = max(map(len, table))
+            print("\n".join(f"{k:<{width}}  {v}" for k, v in sorted(table.items())))
+            return 0
+        if args.check:
+            problems = stale(table)
+            for line in problems:
+                print(line)
+            if problems:
+                print(f"{len(problems)} stale numbers: run python tools/docs_numbers.py", file=sys.stderr)
+            return 1 if problems else 0
+        changed = 0
+        for path in marked_files():
+            text, changes = rewrite(path.read_text(), table, str(path.relative_to(REPO)))
+            if changes:
+                path.write_text(text)
+                changed += len(changes)
+                print("\n".join(changes))
+        module = measured_module(table)
+        if not MEASURED.is_file() or MEASURED.read_text() != module:
+            MEASURED.write_text(module)
+            print(f"rewrote {MEASURED.relative_to(REPO)}")
+        print(f"{changed} numbers updated")
+        return 0
+    except (ValueError, OSError) as exc:
+        print(f"tools/docs_numbers.py: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
