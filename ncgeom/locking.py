@@ -48,7 +48,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_FILE", "LockedError", "FolderLock", "folder_lock", "prepare_folder", "read_holder"]
+__all__ = ["LOCK_FILE", "LockedError", "FolderLock", "folder_lock", "prepare_folder", "check_folder", "read_holder"]
 
 LOCK_FILE = ".ncgeom.lock"
 _POLL_S = 0.1  # how often a waiting writer retries
@@ -86,6 +86,23 @@ def prepare_folder(folder: str | Path, *, what: str = "out_dir") -> Path:
         raise ValueError(f"{what} {str(path)!r} cannot be created: {exc.strerror or exc}") from None
     if not os.access(path, os.W_OK | os.X_OK):
         raise ValueError(f"{what} {str(path)!r} is not writable")
+    return path
+
+
+def check_folder(folder: str | Path, *, what: str = "out_dir") -> Path:
+    """The refusals of :func:`prepare_folder` without creating anything: ``folder`` is a writable directory, or
+    its nearest existing ancestor is one (so that it can be created when there is something to write)."""
+    path = Path(folder)
+    if os.path.lexists(path) and not path.is_dir():
+        raise ValueError(f"{what} {str(path)!r} exists and is not a directory")
+    ancestor = path if path.is_dir() else path.absolute().parent
+    while not os.path.lexists(ancestor):
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ValueError(f"{what} {str(path)!r} cannot be created: {str(ancestor)!r} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ValueError(f"{what} {str(path)!r} " + ("is not writable" if ancestor == path else
+                                                     f"cannot be created: {str(ancestor)!r} is not writable"))
     return path
 
 

@@ -24,8 +24,9 @@ the stack key):
 The metrics are the single driver's (:func:`ncgeom.runs.evaluate.vector_record`) on each run's embeddings, at the
 same cadence; each run writes the same files through the same writer (:class:`ncgeom.runs.folder.RunFolder`).
 
-A run stops alone (ncgeom.runs.loop): a non-finite batch embedding or loss at a step, or non-finite embeddings at
-an epoch's end, marks it "diverged" with the reason; its parameters return to the last complete epoch and stay
+A run stops alone (ncgeom.runs.loop): a non-finite batch embedding, loss, gradient or updated parameter at a step
+(:mod:`ncgeom.runs.divergence`: the parameters are checked run by run after each update), or non-finite embeddings
+at an epoch's end, marks it "diverged" with the reason; its parameters return to the last complete epoch and stay
 frozen while the other runs go on.
 
 Tolerances against the single driver (tests/test_stacked.py): the sampled estimator, the Adam update and the
@@ -55,6 +56,7 @@ from ncgeom.budget import require_within_budget
 from ncgeom.data import LabeledData, class_balanced_batches, class_balanced_counts, two_view_batch
 from ncgeom.runs.budget import check_run_memory, stack_memory_bytes
 from ncgeom.runs.config import Config
+from ncgeom.runs.divergence import embeddings_message, update_failures
 from ncgeom.runs.evaluate import vector_record
 from ncgeom.runs.folder import RunFolder
 from ncgeom.runs.loop import RunState, train
@@ -62,6 +64,7 @@ from ncgeom.runs.nc_reference import run_nc_value
 from ncgeom.runs.records import EpochRecord
 from ncgeom.runs.result import Result
 from ncgeom.runs.setup import (
+    check_backend,
     check_device,
     make_data,
     prepared_loss,
@@ -219,8 +222,7 @@ class StackedDriver:
 
         z, labels = self._forward(idx)
         finite = torch.isfinite(z.detach()).flatten(1).all(1).tolist()
-        failures = {r: f"embeddings became non-finite at epoch {epoch}, step {step}"
-                    for r in range(len(self.states)) if stepping[r] and not finite[r]}
+        failures = {r: embeddings_message(epoch, step) for r in range(len(self.states)) if stepping[r] and not finite[r]}
         if self.loss_kind == "stacked":
             losses = stacked_weighted(z, labels, supervised=self.supervised, beta=self.beta, tau=self.tau,
                                       num_negatives=self.num_negatives, detach_weights=self.head.detach_weights,
@@ -233,13 +235,15 @@ class StackedDriver:
             values[r] = message
         return losses, values
 
-    def update(self, losses: Any, stepping: list[bool]) -> None:
+    def update(self, losses: Any, stepping: list[bool], *, epoch: int, step: int) -> list[str | None]:
         self.optimizer.zero_grad()
         losses.sum().backward()
         self.optimizer.step()
+        failures = update_failures(self.encoder.params, runs=len(self.states), epoch=epoch, step=step)
         for r, moving in enumerate(stepping):
-            if not moving:  # frozen (diverged before) or failing now: no update
+            if not moving or failures[r] is not None:  # frozen (diverged before) or failing now: no update
                 self.encoder.restore(r, self._good)
+        return failures
 
     def _embeddings(self, r: int, x) -> np.ndarray:
         import torch
@@ -304,6 +308,8 @@ def run_stack(configs: Sequence[Config], *, out_dirs: Sequence[str | Path | None
         check_run_memory(c)
     require_within_budget("stack size", stack_memory_bytes(configs), what=f"a stack of {len(configs)} runs")
     device = check_device(configs[0].device)  # one device per stack (STACK_FIELDS)
+    for c in configs:  # the stacked kernel would ignore a backend: refused as the single driver refuses it
+        check_backend(c, device)
     with contextlib.ExitStack() as stack:
         folders = [None if d is None else stack.enter_context(RunFolder(d, lock=False)) for d in dirs]
         return train(StackedDriver(configs, device=device, folders=folders), progress=progress)
