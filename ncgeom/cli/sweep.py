@@ -24,6 +24,7 @@ busy, 130 interrupted by SIGINT, 143 by SIGTERM.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -32,12 +33,12 @@ from pathlib import Path
 from ncgeom.atomic_io import atomic_write_json
 from ncgeom.campaigns.claims import ClaimRecord, claim_of_spec, evaluate_claim
 from ncgeom.campaigns.executors import make_executor
-from ncgeom.campaigns.plan import check_data_dirs, check_devices, sweep_configs
+from ncgeom.campaigns.plan import check_backends, check_data_dirs, check_devices, sweep_configs
 from ncgeom.campaigns.spec import load_spec, spec_names
 from ncgeom.campaigns.sweep import count_finished, run_sweep
 from ncgeom.interrupts import Interrupted, raise_on_signals
 from ncgeom.locking import FolderLock, folder_lock, prepare_folder
-from ncgeom.threads import limit_cpu_threads
+from ncgeom.threads import limit_cpu_threads, require_workers
 from ncgeom.validate import require_choice, require_int
 from ncgeom.vocabulary import DEFAULT_ENGINE, ENGINE_ALIASES, ENGINES, SCALES, Engine, device_type, engine_name
 
@@ -52,7 +53,9 @@ def register(subparsers) -> None:
     parser.add_argument("--list", action="store_true", help="list the shipped specs and exit")
     parser.add_argument("--out", metavar="DIR", help="output folder (one directory per run)")
     parser.add_argument("--scale", default="quick", help=f"{', '.join(SCALES)} [quick]")
-    parser.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes [1]")
+    parser.add_argument("--workers", type=int, default=1, metavar="N",
+                        help="worker processes, at most the CPU count (at least 4 allowed); one per unit of work "
+                             "at most [1]")
     parser.add_argument("--scheduler", metavar="ADDRESS", default=None, help="Dask scheduler address (tcp://host:port)")
     add_engine_option(parser)
     add_device_option(parser)
@@ -131,13 +134,17 @@ def _handler(args: argparse.Namespace) -> int:
     if args.spec is None or args.out is None:
         raise ValueError("give a spec (a shipped name or a TOML file) and --out DIR, or --list")
     require_choice("scale", args.scale, SCALES)
-    require_int("workers", args.workers, min_value=1)
+    if args.scheduler is None:  # worker processes of this machine: at most its CPUs (ncgeom.threads.max_workers)
+        require_workers("--workers", args.workers)
+    else:  # a Dask cluster's workers are its own; --workers only sizes the stacks
+        require_int("--workers", args.workers, min_value=1)
     engine = engine_option(args.engine)
     check_device_option(args.device)
     wait = wait_seconds(args)
     spec = load_spec(args.spec)  # every config validated before anything runs
     configs = sweep_configs(spec, scale=args.scale, device=args.device, data_dir=args.data_dir)
     check_devices(c.device for c in configs)  # the spec's own devices and data folders too, before --out is made
+    check_backends(configs)
     check_data_dirs(c.data_dir for c in configs if c.is_image)
     progress = not args.quiet and sys.stderr.isatty()
     if args.workers == 1 and args.scheduler is None:
@@ -147,7 +154,10 @@ def _handler(args: argparse.Namespace) -> int:
             # the lock outside the executor: released only after the workers are stopped
             with folder_lock(prepare_folder(args.out, what="--out"), wait=wait) as lock:
                 note_takeover("ncgeom sweep", lock)
-                with make_executor(args.workers, scheduler=args.scheduler) as ex:
+                # a Dask cluster, or none: run_sweep then starts its own pool, one worker per unit of work at most
+                # (up to --workers), and retries once in a fresh pool the units of a worker that died
+                cluster = make_executor(scheduler=args.scheduler) if args.scheduler else contextlib.nullcontext(None)
+                with cluster as ex:
                     result = run_sweep(spec, args.out, scale=args.scale, workers=args.workers, executor=ex,
                                        engine=engine, progress=progress, device=args.device,
                                        data_dir=args.data_dir)
