@@ -115,11 +115,11 @@ def run(args: argparse.Namespace) -> int:
     if args.full and not args.ablations:
         raise ValueError("--full applies to --ablations only (the checks take --quick)")
     if args.ablations:
-        if args.only or args.quick:
+        if args.only is not None or args.quick:
             raise ValueError("--ablations takes neither --only nor --quick (quick is its default; --full for the full one)")
         return _run_ablations(args)
     modules = None
-    if args.only:
+    if args.only is not None:  # "--only=" (empty) is refused below, never "everything"
         modules = tuple(m.strip() for m in args.only.split(",") if m.strip())
         for m in modules:
             if m not in CHECK_MODULES:
