@@ -30,7 +30,7 @@ from ncgeom.campaigns.executors import make_executor, pool_executor
 from ncgeom.campaigns.plan import check_devices, plan_units, sweep_configs
 from ncgeom.campaigns.spec import SweepSpec, load_spec, run_name
 from ncgeom.campaigns.sweep import RunRecord, SweepResult, count_finished, run_sweep
-from ncgeom.campaigns.units import pool_died
+from ncgeom.campaigns.units import executor_width, pool_died
 from ncgeom.locking import folder_lock
 from ncgeom.runs.integrity import is_finished
 from ncgeom.runs.records import RunSummary, load_runs
@@ -266,7 +266,8 @@ def _run_claims_locked(out: Path, ids: list[str], scale: str, workers: int, sche
     if not specs:  # nothing to run: start no worker
         return tuple(done[cid] for cid in ids)
     runs_of = {cid: len(sweep_configs(spec, scale=scale, device=device)) for cid, spec in specs.items()}
-    size = _pool_size(out, specs, scale=scale, device=device, engine=engine, workers=workers)
+    width = workers if executor is None else max(workers, executor_width(executor))
+    size = _pool_size(out, specs, scale=scale, device=device, engine=engine, workers=width)
     bar = tqdm(total=sum(runs_of.values()), unit="run", desc=f"claims ({scale})", file=sys.stderr,
                disable=not progress or not runs_of)
 
@@ -307,6 +308,8 @@ def _run_claims_locked(out: Path, ids: list[str], scale: str, workers: int, sche
                     log(f"  claim {cid}: {claim_result.overall or claim_result.error} ({claim_result.runs} runs{extra})")
             if not lost:
                 break
+            size = _pool_size(out, {cid: specs[cid] for cid in lost}, scale=scale, device=device, engine=engine,
+                              workers=width)
             log(f"  a worker process died (the pool is broken, e.g. by the out-of-memory killer): claim(s) "
                 f"{', '.join(lost)} lost runs to it; rerunning them in a fresh pool of {size} worker(s) "
                 f"(finished runs are kept)")

@@ -18,6 +18,7 @@ both; :mod:`ncgeom.reproduce.records` re-exports them with the reproduction's ow
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,7 +82,7 @@ class ReproductionManifest:
     def load(cls, out: str | Path) -> ReproductionManifest | None:
         """The manifest of the reproduction folder ``out``, None for a folder without one."""
         path = Path(out) / MANIFEST_FILE
-        if not path.is_file() and not path.is_symlink():
+        if not os.path.lexists(path):  # a FIFO, a device or a loop in its place is refused when read
             return None
         return cls.from_dict(read_record_file(path, "a reproduction manifest"), path=path)
 
@@ -153,6 +154,6 @@ class FigureStatuses:
     def load(cls, folder: str | Path) -> FigureStatuses | None:
         """``folder/status.json``, None where the figures were never rendered."""
         path = Path(folder) / STATUS_FILE
-        if not path.is_file() and not path.is_symlink():
+        if not os.path.lexists(path):  # a FIFO, a device or a loop in its place is refused when read
             return None
         return cls.from_dict(read_record_file(path, "a figures status record"), path=path)

@@ -8,6 +8,7 @@ summary is its stage's typed summary (:mod:`ncgeom.reproduce.records`).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,7 +52,7 @@ class StageRecord:
     def load(cls, out: str | Path, stage: str) -> StageRecord | None:
         """The record of ``stage`` in the reproduction ``out``, or None if the stage never ran there."""
         path = cls.path(out, stage)
-        if not path.is_file() and not path.is_symlink():
+        if not os.path.lexists(path):  # a FIFO, a device or a loop in its place is refused when read
             return None
         data = read_record_file(path, "a stage record")
         try:

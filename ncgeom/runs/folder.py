@@ -63,7 +63,8 @@ class RunFolder:
             return
         if self.lock:
             stack = contextlib.ExitStack()
-            stack.enter_context(folder_lock(self.path))  # creates the folder (ValueError if it cannot be)
+            stack.enter_context(folder_lock(self.path, hint="one writer per run folder: wait for it to end, or give "
+                                                           "another --out"))  # creates the folder (ValueError if not)
             self._lock = stack
         else:
             prepare_folder(self.path, what="out_dir")
