@@ -707,6 +707,24 @@ def test_a_refused_resume_leaves_the_folder_exactly_as_it_was(tmp_path, capsys):
     assert tree_state(out) == before
 
 
+@pytest.mark.parametrize("beta, tau", [(1e5, 1.0), (float("nan"), 1.0), (-1.0, 1.0), (1.0, 1e-4), (1.0, float("inf")),
+                                       (1.0, float("nan"))])
+def test_both_engines_losses_refuse_the_same_ranges(beta, tau):
+    """One table of ranges (ncgeom.ranges) for Config, the CLI and both engines: the stacked kernel refuses what
+    batch_loss refuses, naming the same range."""
+    from ncgeom.losses import batch_loss
+    from ncgeom.losses.kernels.stacked import stacked_weighted
+
+    z = torch.nn.functional.normalize(torch.randn(2, 8, 3, generator=torch.Generator().manual_seed(0)), dim=-1)
+    labels = torch.tensor([[0, 0, 1, 1, 2, 2, 3, 3]] * 2)
+    name = "beta" if not (0 <= beta <= 1e4) else "tau"
+    single = assert_one_line(lambda: batch_loss(z[0], labels[0], "hscl", beta=beta, tau=tau), f"{name} must be")
+    stacked = assert_one_line(lambda: stacked_weighted(
+        z, labels, supervised=torch.tensor([True, True]), beta=torch.tensor([0.0, beta], dtype=torch.float64),
+        tau=torch.tensor([1.0, tau], dtype=torch.float64), num_negatives=None), f"{name} must be")
+    assert single.split(", got")[0] == stacked.split(", got")[0]
+
+
 def test_sweep_refuses_a_backend_it_cannot_run_before_out(tmp_path, capsys):
     """The stacked engine trained a triton run with its own kernel, the sequential one failed it: both refuse now."""
     spec = tmp_path / "t.toml"
