@@ -120,8 +120,10 @@ def claim_spec(claim_id: str) -> SweepSpec:
 class ClaimResult:
     """``claims/<id>.json``: a claim's verdict rows and how they were obtained.
 
-    ``runs`` counts the sweep's runs; ``failed_runs`` names each run that raised (retried on the next
-    call); ``error`` is set when the sweep itself could not run. ``complete``: neither.
+    ``runs`` counts the sweep's runs; ``failed_runs`` names each run without a summary and why
+    (``<run name>: <reason>``: it raised, or its worker died and no fresh pool brought it back; retried on the
+    next call); ``error`` is set when the sweep itself could not run. ``complete``: neither, so the rows decide on
+    every run of the grid; an incomplete result says what it lacks instead of deciding on fewer seeds silently.
     """
 
     claim: str

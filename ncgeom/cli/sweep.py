@@ -5,7 +5,8 @@ skipping finished runs, then writes DIR/summary.csv. NAME is a spec shipped with
 shows them: one per claim of docs/theory.md, section 9, and the paper presets ``paper_*``, the real-data
 claims with the authors' settings on CIFAR-100: a GPU and ``--data-dir`` with the data set); a path to a
 TOML file works too.
-``--workers N`` processes (default 1: in this process); ``--scheduler ADDRESS`` sends the runs to a Dask
+``--workers N`` processes (default 1: in this process; at most the CPU count, 4 always allowed; no more than the
+units of work left are started); ``--scheduler ADDRESS`` sends the runs to a Dask
 distributed cluster instead (optional extra ncgeom[distributed]). ``--engine stacked`` (the default)
 trains runs of equal shapes as stacks, one stack per task (ncgeom.runs.stacked); ``--engine
 sequential`` one run per task. ``--device cuda`` trains every run on the GPU whatever the spec says
