@@ -48,7 +48,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_FILE", "LockedError", "FolderLock", "folder_lock", "prepare_folder", "read_holder"]
+__all__ = ["LOCK_FILE", "LockedError", "FolderLock", "folder_lock", "prepare_folder", "check_folder", "read_holder"]
 
 LOCK_FILE = ".ncgeom.lock"
 _POLL_S = 0.1  # how often a waiting writer retries
@@ -86,6 +86,23 @@ def prepare_folder(folder: str | Path, *, what: str = "out_dir") -> Path:
         raise ValueError(f"{what} {str(path)!r} cannot be created: {exc.strerror or exc}") from None
     if not os.access(path, os.W_OK | os.X_OK):
         raise ValueError(f"{what} {str(path)!r} is not writable")
+    return path
+
+
+def check_folder(folder: str | Path, *, what: str = "out_dir") -> Path:
+    """The refusals of :func:`prepare_folder` without creating anything: ``folder`` is a writable directory, or
+    its nearest existing ancestor is one (so that it can be created when there is something to write)."""
+    path = Path(folder)
+    if os.path.lexists(path) and not path.is_dir():
+        raise ValueError(f"{what} {str(path)!r} exists and is not a directory")
+    ancestor = path if path.is_dir() else path.absolute().parent
+    while not os.path.lexists(ancestor):
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ValueError(f"{what} {str(path)!r} cannot be created: {str(ancestor)!r} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ValueError(f"{what} {str(path)!r} " + ("is not writable" if ancestor == path else
+                                                     f"cannot be created: {str(ancestor)!r} is not writable"))
     return path
 
 
@@ -129,7 +146,10 @@ def _try_lock(fd: int) -> bool:
     return True  # pragma: no cover
 
 
-def _acquire(folder: Path, wait: float) -> FolderLock:
+_WAIT_HINT = "pass --wait to wait for it"
+
+
+def _acquire(folder: Path, wait: float, hint: str = _WAIT_HINT) -> FolderLock:
     path = folder / LOCK_FILE
     flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
     try:
@@ -146,8 +166,8 @@ def _acquire(folder: Path, wait: float) -> FolderLock:
                     time.sleep(_POLL_S)
                     holder = read_holder(folder)
                 waited = f" after waiting {wait:g} s" if wait > 0 else ""
-                hint = "" if wait > 0 else "; pass --wait to wait for it"
-                raise LockedError(f"{folder} is being written by {_describe(holder)}{waited}{hint}")
+                advice = f"; {hint}" if wait == 0 and hint else ""
+                raise LockedError(f"{folder} is being written by {_describe(holder)}{waited}{advice}")
             time.sleep(min(_POLL_S, remaining))
         previous = _parse_holder(os.pread(fd, 1 << 16, 0).decode("utf-8", "replace"))
         me = {"pid": os.getpid(), "host": socket.gethostname(),
@@ -161,7 +181,7 @@ def _acquire(folder: Path, wait: float) -> FolderLock:
 
 
 @contextlib.contextmanager
-def folder_lock(folder: str | Path, *, wait: float = 0.0) -> Iterator[FolderLock]:
+def folder_lock(folder: str | Path, *, wait: float = 0.0, hint: str = _WAIT_HINT) -> Iterator[FolderLock]:
     """Hold the lock of ``folder`` (created if missing, :func:`prepare_folder`) for the ``with`` block.
 
     Parameters
@@ -170,6 +190,9 @@ def folder_lock(folder: str | Path, *, wait: float = 0.0) -> Iterator[FolderLock
         The output folder; its lock file is ``folder/.ncgeom.lock``.
     wait : float
         Seconds to wait for another holder to finish (0: refuse at once; ``math.inf``: no limit).
+    hint : str
+        What a refused writer can do, appended to the refusal when ``wait`` is 0 (the commands with ``--wait``
+        say to pass it; ``ncgeom train``, which has none, says to wait or to write elsewhere).
 
     Raises
     ------
@@ -193,7 +216,7 @@ def folder_lock(folder: str | Path, *, wait: float = 0.0) -> Iterator[FolderLock
             with _HELD_GUARD:
                 held[1] -= 1
         return
-    lock = _acquire(path, float(wait))
+    lock = _acquire(path, float(wait), hint)
     with _HELD_GUARD:
         _HELD[key] = [lock, 1]
     try:

@@ -15,7 +15,8 @@ import sys
 
 from ncgeom.validate import require_int
 
-__all__ = ["limit_cpu_threads", "one_torch_thread", "thread_settings", "THREAD_ENV_VARS"]
+__all__ = ["limit_cpu_threads", "one_torch_thread", "thread_settings", "THREAD_ENV_VARS", "available_cpus",
+           "max_workers", "WORKERS_FLOOR", "require_workers"]
 
 THREAD_ENV_VARS: tuple[str, ...] = (
     "OMP_NUM_THREADS",
@@ -26,6 +27,35 @@ THREAD_ENV_VARS: tuple[str, ...] = (
     "NUMEXPR_NUM_THREADS",
 )
 """The environment variables that set the size of the OpenMP / BLAS thread pools."""
+
+
+#: The fewest worker processes :func:`max_workers` allows on any machine: the documented ``--workers 2`` and
+#: ``reproduce``'s default (the CPU count, at most 4) run on a 1-core machine too, a little oversubscribed.
+WORKERS_FLOOR = 4
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the system has one, else os.cpu_count())."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - no affinity on macOS and Windows
+        return os.cpu_count() or 1
+
+
+def max_workers() -> int:
+    """The most worker processes a sweep or a reproduction starts here: max(:func:`available_cpus`,
+    :data:`WORKERS_FLOOR`). Training is CPU-bound, one thread per worker: more workers than CPUs only share them
+    (``ncgeom sweep --workers 100000`` once started every worker at once, load average 386, no progress in 400 s)."""
+    return max(available_cpus(), WORKERS_FLOOR)
+
+
+def require_workers(name: str, workers: object) -> int:
+    """``workers`` as an int in 1 .. :func:`max_workers`, or ValueError naming ``name``, the range and why."""
+    limit = max_workers()
+    if isinstance(workers, int) and not isinstance(workers, bool) and workers > limit:
+        raise ValueError(f"{name} must be an integer between 1 and {limit} (this machine's {available_cpus()} CPUs, "
+                         f"at least {WORKERS_FLOOR}: each worker trains on one CPU), got {workers}")
+    return require_int(name, workers, min_value=1)
 
 
 def thread_settings() -> dict:

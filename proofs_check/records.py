@@ -6,18 +6,19 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Literal, ParamSpec
+from typing import Any, ParamSpec
 
 from ncgeom.validate import require_keys
-from ncgeom.vocabulary import EVIDENCE, Evidence
+from ncgeom.vocabulary import CHECK_STATUSES, EVIDENCE, CheckStatus, Evidence
 
 __all__ = ["Status", "STATUSES", "CheckResult", "timed"]
 
 _P = ParamSpec("_P")
 
-Status = Literal["pass", "fail", "unresolved", "info"]
-# "info" is for exploration (e.g. the HUCL open problem): numbers reported, no verdict.
-STATUSES: tuple[str, ...] = ("pass", "fail", "unresolved", "info")
+#: The status of a check: the vocabulary's word (ncgeom.vocabulary.CheckStatus), kept here under its former name.
+#: "info" is for exploration (e.g. the HUCL open problem): numbers reported, no verdict.
+Status = CheckStatus
+STATUSES: tuple[str, ...] = CHECK_STATUSES
 
 
 @dataclass(frozen=True)

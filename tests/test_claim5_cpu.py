@@ -91,5 +91,5 @@ def test_tiny_sweep_writes_its_claim_file_and_figure(tmp_path):
     assert ClaimResult.load(tmp_path, CLAIM) == result
     assert {r.claim for r in result.rows} == {CLAIM} and result.overall in set(Verdict)
     status = render_figure("fig_claim5_cpu", tmp_path, tmp_path / "figures", formats=("png",))
-    assert status["status"] == "done", status.get("traceback", status.get("error"))
+    assert status.status == "done", status.traceback or status.error
     assert (tmp_path / "figures" / "fig_claim5_cpu.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

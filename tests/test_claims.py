@@ -359,11 +359,15 @@ def test_claim_record_round_trip_and_strict_keys():
 @pytest.mark.slow
 def test_quick_scale_claim_sweeps_decide_every_claim_on_three_seeds(tmp_path):
     # no wall-time bound here (a shared machine's timing is no test): BENCHMARKS.md and the README time it
+    # under load this once decided claims on fewer seeds (a dead worker broke the shared pool, issue 27, item 8):
+    # a result is complete, or says which runs are missing and why, printed here
     results = run_claims(tmp_path, scale="quick", workers=2)
+    incomplete = [(r.claim, r.runs, r.failed_runs, r.error) for r in results if not r.complete]
+    print("incomplete claim results:", incomplete)
     assert [r.claim for r in results] == list(CLAIMS)
-    incomplete = [(r.claim, r.error, r.failed_runs[:3]) for r in results if not r.complete]
     assert not incomplete, f"claims with missing runs (and why): {incomplete}"
-    assert all(r.seeds == "confirmatory" and r.n_seeds is not None and r.n_seeds >= 3 for r in results)
+    assert all(r.seeds == "confirmatory" and r.n_seeds is not None and r.n_seeds >= 3 for r in results), \
+        [(r.claim, r.n_seeds) for r in results]
 
 
 def test_run_claims_writes_claim_files_and_resumes(tmp_path, capsys):

@@ -166,7 +166,7 @@ def test_module_has_docstring_name_and_entry_point(name):
 @pytest.mark.parametrize("name", figure_names())
 def test_figure_renders_from_saved_results(name, results, tmp_path):
     status = render_figure(name, results, tmp_path, formats=("png",))  # PDF: one test below (slow to write)
-    assert status["status"] == "done", status.get("traceback", status["error"])
+    assert status.status == "done", status.traceback or status.error
     _assert_valid_png(tmp_path / f"{name}.png")
     assert not (tmp_path / f"{name}.pdf").exists()
 
@@ -175,14 +175,14 @@ def test_figure_renders_from_saved_results(name, results, tmp_path):
 def test_run_figure_renders_from_synthetic_runs(name, results, tmp_path):
     """Run-based figures on synthetic runs holding every configuration they can show."""
     status = render_figure(name, results, tmp_path, formats=("png",))
-    assert status["status"] == "done", status.get("traceback", status["error"])
+    assert status.status == "done", status.traceback or status.error
     _assert_valid_png(tmp_path / f"{name}.png")
 
 
 def test_figures_are_written_as_png_and_pdf_by_default(results, tmp_path):
     status = render_figure("fig_harris_gap", results, tmp_path)
-    assert status["status"] == "done"
-    assert sorted(Path(f).suffix for f in status["files"]) == [".pdf", ".png"]
+    assert status.status == "done"
+    assert sorted(Path(f).suffix for f in status.files) == [".pdf", ".png"]
     _assert_valid_png(tmp_path / "fig_harris_gap.png")
     assert (tmp_path / "fig_harris_gap.pdf").read_bytes()[:5] == b"%PDF-"
 
@@ -190,7 +190,7 @@ def test_figures_are_written_as_png_and_pdf_by_default(results, tmp_path):
 @pytest.mark.parametrize("name", figure_names())
 def test_figure_without_results_reports_no_data(name, tmp_path):
     status = render_figure(name, tmp_path, tmp_path / "out")
-    assert status["status"] == "no data", status
+    assert status.status == "no data", status
     assert not (tmp_path / "out" / f"{name}.png").exists()
 
 
@@ -348,8 +348,8 @@ def test_describe_runs_lists_independent_fields_apart_and_uneven_seeds(tmp_path)
 def test_rendered_caption_states_scale_seeds_and_differences(name, results, tmp_path):
     spec = get_figure(name)
     status = render_figure(name, results, tmp_path, formats=("png",))
-    assert status["status"] == "done", status.get("traceback", status["error"])
-    caption = status["caption"]
+    assert status.status == "done", status.traceback or status.error
+    caption = status.caption
     assert caption.startswith(spec.caption)  # the registered text, then the computed sentences
     assert "Scale: quick" in caption
     if spec.data != ("theory",):

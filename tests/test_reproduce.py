@@ -19,6 +19,7 @@ from ncgeom.cli.options import former_spellings
 from ncgeom.cli.reference import cli_reference
 from ncgeom.figures import FIGURES
 from ncgeom.reproduce import pipeline
+from ncgeom.reproduce.records import FigureStatuses, StageSummary
 from ncgeom.reproduce.report import write_gallery
 from ncgeom.reproduce.theory_data import NOT_AT_TINY
 from ncgeom.vocabulary import VERDICTS
@@ -55,11 +56,12 @@ def test_tiny_reproduction_end_to_end(tiny_run):
         verdicts = {m for line in rows for m in re.findall(r"\*\*(.+?)\*\*", line)}
         assert verdicts & set(VERDICTS), f"claim {cid} has no verdict in {verdicts}"
     # every figure exists, is a valid PNG loadable by matplotlib, and is shown with its caption
-    status = read_json(out / "figures" / "status.json")
+    status = FigureStatuses.load(out / "figures")
+    assert status is not None
     for spec in FIGURES:
         png = out / "figures" / f"{spec.name}.png"
         if spec.name in TINY_WITHOUT_DATA:  # its theory data is not computed at the test scale (theory_data)
-            assert status[spec.name]["status"] == "no data" and not png.exists(), spec.name
+            assert status.figures[spec.name].status == "no data" and not png.exists(), spec.name
             continue
         assert png.read_bytes()[:8] == PNG_SIGNATURE, spec.name
         image = matplotlib.image.imread(png)
@@ -159,7 +161,7 @@ def _fake_stages(monkeypatch, *, fail: str | None = None, calls: list | None = N
             if name == fail:
                 raise RuntimeError(f"{name} exploded")
             atomic_write_json(ctx.out / name / "data.json", {"stage": name})
-            return {"ok": True}
+            return StageSummary()
 
         return stage
 
@@ -211,7 +213,7 @@ def _meeting_stages(monkeypatch, *, timeout: float, raise_in: str | None = None)
                 if not finished.wait(timeout):
                     raise RuntimeError("theory did not end while the claims ran")
             atomic_write_json(ctx.out / name / "data.json", {"stage": name})
-            return {}
+            return StageSummary()
 
         return stage
 
@@ -235,11 +237,11 @@ def _claims_that_watch_the_side(monkeypatch, *, stop: bool = False):
             assert time.monotonic() < deadline, "theory did not finish while the claims ran"
             time.sleep(0.05)
         atomic_write_json(ctx.out / "claims" / "data.json", {"stage": "claims"})
-        return {}
+        return StageSummary()
 
     def figures(ctx):
-        atomic_write_json(ctx.out / "figures" / "status.json", {})
-        return {}
+        FigureStatuses({}).save(ctx.out / "figures")
+        return StageSummary()
 
     monkeypatch.setattr(pipeline, "_STAGE_FUNCS", {**pipeline._STAGE_FUNCS, "claims": claims, "figures": figures})
     return seen

@@ -11,6 +11,7 @@ import pytest
 from ncgeom.atomic_io import atomic_write_bytes, atomic_write_json, read_json
 from ncgeom.figures import FIGURES
 from ncgeom.reproduce import pipeline
+from ncgeom.reproduce.records import FigureRecord, FigureStatuses
 from ncgeom.reproduce.report import render_report
 from ncgeom.reproduce.stages import StageRecord
 from ncgeom.reproduce.theory_data import NOT_AT_TINY, ablation_data
@@ -49,9 +50,8 @@ def test_report_has_one_row_per_ablation_record(tmp_path):
     atomic_write_json(tmp_path / "theory" / "ablations.json",
                       {"ablations": [r.to_dict() for r in records], "errors": [error], "quick": True,
                        "cases": [c for c in CASES if c != "imbalance"]})
-    atomic_write_json(tmp_path / "figures" / "status.json",
-                      {"fig_ablation_dimension": {"status": "done", "error": ""},
-                       "fig_ablation_imbalance": {"status": "no data", "error": ""}})
+    FigureStatuses({"fig_ablation_dimension": FigureRecord("done"),
+                    "fig_ablation_imbalance": FigureRecord("no data")}).save(tmp_path / "figures")
     atomic_write_bytes(tmp_path / "figures" / "fig_ablation_dimension.png", b"\x89PNG\r\n\x1a\n")
     report = render_report(tmp_path)
     assert "## Hypothesis ablations" in report

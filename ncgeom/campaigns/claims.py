@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -24,14 +25,17 @@ from tqdm import tqdm
 
 from ncgeom.atomic_io import atomic_write_json, read_json
 from ncgeom.campaigns.evaluations import EVALUATIONS
-from ncgeom.campaigns.executors import make_executor
-from ncgeom.campaigns.plan import check_devices, sweep_configs
+from ncgeom.campaigns.executors import make_executor, pool_executor
+from ncgeom.campaigns.plan import check_devices, plan_units, sweep_configs
 from ncgeom.campaigns.rules import ClaimRecord, overall_row
-from ncgeom.campaigns.spec import SweepSpec, load_spec
+from ncgeom.campaigns.spec import SweepSpec, load_spec, run_name
 from ncgeom.campaigns.sweep import RunRecord, SweepResult, count_finished, run_sweep
+from ncgeom.campaigns.units import executor_width, pool_died
 from ncgeom.locking import folder_lock
+from ncgeom.runs.integrity import is_finished
 from ncgeom.runs.records import RunSummary, load_runs
-from ncgeom.validate import require_choice, require_keys
+from ncgeom.threads import require_workers
+from ncgeom.validate import require_choice, require_int, require_keys
 from ncgeom.vocabulary import DEFAULT_ENGINE, SCALES, SEED_SETS, Engine, SeedSet, Verdict
 
 __all__ = [
@@ -120,10 +124,12 @@ def claim_spec(claim_id: str) -> SweepSpec:
 class ClaimResult:
     """``claims/<id>.json``: a claim's verdict rows and how they were obtained.
 
-    ``runs`` counts the sweep's runs; ``failed_runs`` names each run that raised (retried on the next
-    call); ``error`` is set when the sweep itself could not run. ``complete``: neither. ``seeds``: the seed set the
-    verdicts rest on (confirmatory, the default, or exploratory); ``explored``: the claim's note on a setup chosen
-    after exploration (None: fixed before any run).
+    ``runs`` counts the sweep's runs; ``failed_runs`` names each run without a summary and why
+    (``<run name>: <reason>``: it raised, or its worker died and no fresh pool brought it back; retried on the
+    next call); ``error`` is set when the sweep itself could not run. ``complete``: neither, so the rows decide on
+    every run of the grid; an incomplete result says what it lacks instead of deciding on fewer seeds silently.
+    ``seeds``: the seed set the verdicts rest on (confirmatory, the default, or exploratory); ``explored``: the
+    claim's note on a setup chosen after exploration (None: fixed before any run).
     """
 
     claim: str
@@ -228,8 +234,16 @@ def run_claims(
     Each claim's sweep goes into ``out_dir/sweeps/<spec>/`` (finished runs are skipped, so an
     interrupted call resumes) and its :class:`ClaimResult` into ``out_dir/claims/<id>.json``. A claim
     whose file is complete is skipped unless ``force``. All runs of all claims share one executor
-    (``executor``, or :func:`~ncgeom.campaigns.executors.make_executor` of ``workers`` / ``scheduler``),
-    each claim's sweep fed from its own thread, so the workers stay busy across claims. ``engine``
+    (``executor``; a Dask cluster of ``scheduler``; or a process pool of its own, sized by the work: ``workers``
+    processes, fewer when the claims have fewer units of work left, at most :func:`ncgeom.threads.max_workers`),
+    each claim's sweep fed from its own thread, so the workers stay busy across claims.
+
+    A worker that dies (killed by the out-of-memory killer under memory pressure, say) breaks a process pool for
+    every later run of every claim: those runs used to end as failed, and their claims were decided on fewer seeds
+    (issue 27, item 8). Now the claims that lost runs to a dead worker are rerun in a fresh pool of ours, up to
+    :data:`POOL_REBUILDS` times (their finished runs are kept); a claim still short of runs after that says which
+    and why (:attr:`ClaimResult.failed_runs`, and :attr:`ClaimResult.complete` is False). Nothing here waits with
+    a timeout: a worker starved of CPU or paused is waited for. ``engine``
     (stacked or sequential) is each sweep's (:func:`~ncgeom.campaigns.sweep.run_sweep`): stacked, a
     claim's runs go to the workers as stacks. ``progress`` shows one tqdm bar on stderr over all runs
     (runs done / total, with an ETA; a stack of R runs advances it by R when it ends).
@@ -246,12 +260,19 @@ def run_claims(
     ids = list(CLAIMS) if claim_ids is None else [_claim(c).id for c in claim_ids]
     scale = require_choice("scale", scale, SCALES)
     seeds = require_choice("seeds", seeds, SEED_SETS)
+    own_pool = executor is None and scheduler is None
+    workers = require_workers("workers", workers) if own_pool else require_int("workers", workers, min_value=1)
     if device is not None:
         check_devices([device])  # before the lock and any run (a spec's own device: its sweep checks it)
     log = log or (lambda msg: None)
     with folder_lock(out_dir, wait=wait) as lock:
         return _run_claims_locked(lock.folder, ids, scale, workers, scheduler, executor, engine, force, progress,
                                   log, wait, device, seeds)
+
+
+#: How many times :func:`run_claims` starts a fresh worker pool after a worker died (the pool is then broken for
+#: every later run), each time rerunning the sweeps of the claims that lost runs to it (finished runs are skipped).
+POOL_REBUILDS = 2
 
 
 def _run_claims_locked(out: Path, ids: list[str], scale: str, workers: int, scheduler, executor: Executor | None,
@@ -266,45 +287,97 @@ def _run_claims_locked(out: Path, ids: list[str], scale: str, workers: int, sche
     specs = {cid: claim_spec(cid) for cid in ids if cid not in done}
     if not specs:  # nothing to run: start no worker
         return tuple(done[cid] for cid in ids)
-    total = sum(len(sweep_configs(spec, scale=scale, seeds=seeds, device=device)) for spec in specs.values())
-    bar = tqdm(total=total, unit="run", desc=f"claims ({scale})", file=sys.stderr, disable=not progress or not total)
+    runs_of = {cid: len(sweep_configs(spec, scale=scale, seeds=seeds, device=device)) for cid, spec in specs.items()}
+    width = workers if executor is None else max(workers, executor_width(executor))
+    size = _pool_size(out, specs, scale=scale, device=device, engine=engine, workers=width, seeds=seeds)
+    bar = tqdm(total=sum(runs_of.values()), unit="run", desc=f"claims ({scale})", file=sys.stderr,
+               disable=not progress or not runs_of)
 
     def on_run(record: RunRecord) -> None:
         bar.update(1)
 
-    def sweep(cid: str, ex: Executor | None) -> ClaimResult:
+    def sweep(cid: str, ex: Executor | None) -> tuple[ClaimResult, bool]:
+        """The claim's result, and whether a worker's death (a broken pool) cost it runs."""
         spec = specs[cid]
         try:
             result = run_sweep(spec, out / "sweeps" / spec.name, scale=scale, workers=workers, executor=ex,
                                engine=engine, on_run=on_run, wait=wait, device=device, seeds=seeds)
         except Exception as exc:  # recorded in the claim file; the other claims still run
-            return ClaimResult(cid, CLAIMS[cid].statement, spec.name, scale, 0, (), f"{type(exc).__name__}: {exc}", (),
-                               seeds, CLAIMS[cid].explored)
+            lost = isinstance(exc, BrokenProcessPool)
+            return ClaimResult(cid, CLAIMS[cid].statement, spec.name, scale, 0, (), f"{type(exc).__name__}: {exc}",
+                               (), seeds, CLAIMS[cid].explored), lost
         for r in result.invalid:
             log(f"  claim {cid}: run {r.name} was damaged ({r.invalid}): rerun")
         failed = tuple(f"{r.name}: {r.error}" for r in result.failed)
         rows = evaluate_claim(cid, result)
+        lost = any(r.error is not None and pool_died(r.error) for r in result.failed)
         return ClaimResult(cid, CLAIMS[cid].statement, spec.name, scale, len(result.runs), failed, None, rows, seeds,
-                           CLAIMS[cid].explored)
+                           CLAIMS[cid].explored), lost
 
+    pending = list(specs)
     try:
-        with _shared(executor, workers, scheduler) as ex:
-            if ex is None:
-                pending = ((cid, sweep(cid, None)) for cid in specs)
-            else:
-                feeder = ThreadPoolExecutor(max_workers=max(len(specs), 1))
-                futures = {cid: feeder.submit(sweep, cid, ex) for cid in specs}
-                pending = ((cid, fut.result()) for cid, fut in futures.items())
-            for cid, claim_result in pending:
-                claim_result.save(out)
-                done[cid] = claim_result
-                extra = f", {len(claim_result.failed_runs)} failed" if claim_result.failed_runs else ""
-                log(f"  claim {cid}: {claim_result.overall or claim_result.error} ({claim_result.runs} runs{extra})")
-            if ex is not None:
-                feeder.shutdown(wait=True)
+        for attempt in range(POOL_REBUILDS + 1):
+            # the first round on the caller's executor or our own; after a worker died, on a fresh pool of our own
+            pool = _shared(executor, size, scheduler) if attempt == 0 else pool_executor(size)
+            lost: list[str] = []
+            with pool as ex:
+                for cid, (claim_result, hit) in _feed(sweep, ex, pending):
+                    claim_result.save(out)  # complete or not: an incomplete result is rerun by the next call
+                    done[cid] = claim_result
+                    if hit and attempt < POOL_REBUILDS:
+                        lost.append(cid)
+                        continue
+                    extra = f", {len(claim_result.failed_runs)} failed" if claim_result.failed_runs else ""
+                    log(f"  claim {cid}: {claim_result.overall or claim_result.error} ({claim_result.runs} runs{extra})")
+            if not lost:
+                break
+            size = _pool_size(out, {cid: specs[cid] for cid in lost}, scale=scale, device=device, engine=engine,
+                              workers=width, seeds=seeds)
+            log(f"  a worker process died (the pool is broken, e.g. by the out-of-memory killer): claim(s) "
+                f"{', '.join(lost)} lost runs to it; rerunning them in a fresh pool of {size} worker(s) "
+                f"(finished runs are kept)")
+            bar.n = max(0, bar.n - sum(runs_of[cid] for cid in lost))  # each rerun sweep reports all its runs again
+            bar.refresh()
+            pending = lost
     finally:
         bar.close()
     return tuple(done[cid] for cid in ids)
+
+
+def _feed(sweep: Callable[[str, Executor | None], Any], ex: Executor | None, cids: list[str]) -> Iterator[tuple[str, Any]]:
+    """(claim id, ``sweep(cid, ex)``) of each claim, in order; with an executor, each sweep fed from its own thread so
+    that the workers stay busy across claims."""
+    if ex is None:
+        for cid in cids:
+            yield cid, sweep(cid, None)
+        return
+    feeder = ThreadPoolExecutor(max_workers=max(len(cids), 1))
+    try:
+        futures = {cid: feeder.submit(sweep, cid, ex) for cid in cids}
+        for cid, fut in futures.items():
+            yield cid, fut.result()
+    except BaseException:  # a stop signal or an error: the caller stops the workers, which ends the feeders
+        feeder.shutdown(wait=False)
+        raise
+    feeder.shutdown(wait=True)
+
+
+def _pool_size(out: Path, specs: dict[str, SweepSpec], *, scale: str, device: str | None, engine: Engine,
+               workers: int, seeds: SeedSet = "confirmatory") -> int:
+    """The worker processes the claims' work needs: ``workers``, or fewer when their sweeps have fewer units left to
+    train (:func:`~ncgeom.campaigns.plan.plan_units` of the runs without a summary)."""
+    if workers == 1:
+        return 1
+    units = 0
+    for spec in specs.values():
+        keys = spec.grid_keys(scale)
+        folder = out / "sweeps" / spec.name
+        todo = [c for c in sweep_configs(spec, scale=scale, seeds=seeds, device=device)
+                if not is_finished(folder / run_name(c, keys))]
+        units += len(plan_units(todo, engine=engine, workers=workers))
+        if units >= workers:
+            return workers
+    return max(1, units)
 
 
 def claim_run_counts(out_dir: str | Path, *, scale: str, claim_ids: Iterable[str] | None = None,
@@ -320,11 +393,14 @@ def claim_run_counts(out_dir: str | Path, *, scale: str, claim_ids: Iterable[str
     return done, total
 
 
-def _shared(executor: Executor | None, workers: int, scheduler):
-    """The caller's executor (left running), or a new one from make_executor."""
+def _shared(executor: Executor | None, size: int, scheduler):
+    """The caller's executor (left running), a Dask cluster, a pool of ``size`` workers of our own, or none (size 1
+    without a pool: the runs go in this process)."""
     if executor is not None:
         return contextlib.nullcontext(executor)
-    return make_executor(workers, scheduler=scheduler)
+    if scheduler is not None:
+        return make_executor(scheduler=scheduler)
+    return make_executor(size)
 
 
 def records_markdown(records: Iterable[ClaimRecord]) -> str:

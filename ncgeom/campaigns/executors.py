@@ -20,13 +20,15 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
 
-from ncgeom.threads import limit_cpu_threads
+from ncgeom.threads import limit_cpu_threads, require_workers
 from ncgeom.validate import require_int
 
-__all__ = ["make_executor", "process_pool", "terminate_pool", "dask_executor", "init_child", "stop_processes"]
+__all__ = ["make_executor", "pool_executor", "process_pool", "terminate_pool", "dask_executor", "init_child",
+           "stop_processes"]
 
 _WATCHDOG_S = 0.5  # how often a worker checks that its parent is alive
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -47,9 +49,16 @@ def _die_with_parent(parent_pid: int) -> None:  # pragma: no cover - runs in chi
 
 
 def init_child(parent_pid: int) -> None:  # pragma: no cover - runs in child processes
-    """What every child process of ncgeom does first: die with ``parent_pid``, and ignore SIGINT."""
+    """What every child process of ncgeom does first: die with ``parent_pid``, ignore SIGINT, and print a warning
+    of the libraries it runs (torch, numpy) as one line (it shares the terminal of the command)."""
     _die_with_parent(parent_pid)  # also covers a parent that died before this line (the watchdog sees it)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C hits the whole process group: the parent stops us
+    warnings.formatwarning = _one_line_warning
+
+
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:  # pragma: no cover - in children
+    text = " ".join((str(message).strip().splitlines() or [""])[0].split())[:300]
+    return f"ncgeom worker {os.getpid()}: warning: {category.__name__}: {text}\n"
 
 
 def _init_worker(parent_pid: int) -> None:  # pragma: no cover - runs in child processes
@@ -66,9 +75,11 @@ def process_pool(workers: int) -> ProcessPoolExecutor:
 
     The workers die with this process (module docstring). They are all started here, in the calling
     thread: the kernel's parent-death signal fires when the *thread* that started a worker ends, so
-    workers started lazily from a short-lived feeder thread would be killed with it.
+    workers started lazily from a short-lived feeder thread would be killed with it. ``workers`` is at most
+    :func:`ncgeom.threads.max_workers` (ValueError naming it otherwise); callers size a pool by their work
+    (:func:`ncgeom.campaigns.units.execute_units`, :func:`ncgeom.campaigns.claims.run_claims`).
     """
-    workers = require_int("workers", workers, min_value=1)
+    workers = require_workers("workers", workers)
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(os.getpid(),),
                                mp_context=multiprocessing.get_context("spawn"))
     launch = getattr(pool, "_launch_processes", None)  # CPython >= 3.11: starts every worker now
@@ -142,12 +153,20 @@ def make_executor(workers: int = 1, *, scheduler=None) -> Iterator[Executor | No
         with dask_executor(scheduler) as ex:
             yield ex
     elif workers > 1:
-        pool = process_pool(workers)
-        try:
+        with pool_executor(workers) as pool:
             yield pool
-        except BaseException:  # an error or a stop signal: do not wait for the running runs
-            terminate_pool(pool)
-            raise
-        pool.shutdown(wait=True, cancel_futures=True)
     else:
         yield None
+
+
+@contextlib.contextmanager
+def pool_executor(workers: int) -> Iterator[ProcessPoolExecutor]:
+    """A :func:`process_pool` of ``workers`` (1 included: one worker process) for the ``with`` block: shut down at
+    its end, its workers terminated at once when an exception (a stop signal included) leaves it."""
+    pool = process_pool(workers)
+    try:
+        yield pool
+    except BaseException:  # an error or a stop signal: do not wait for the running runs
+        terminate_pool(pool)
+        raise
+    pool.shutdown(wait=True, cancel_futures=True)

@@ -26,12 +26,13 @@ from ncgeom.campaigns.spec import SweepSpec, expand
 from ncgeom.runs import run, run_stack
 from ncgeom.runs.budget import run_memory_estimate, stack_memory_bytes
 from ncgeom.runs.config import Config
-from ncgeom.runs.setup import check_device
+from ncgeom.runs.setup import check_backend, check_device
 from ncgeom.runs.stacked import group_stacks, stackable
 from ncgeom.validate import require_int
 from ncgeom.vocabulary import DEFAULT_ENGINE, Engine, SeedSet, device_type, engine_name
 
-__all__ = ["UnitKind", "Unit", "plan_units", "train_unit", "sweep_configs", "check_devices", "check_data_dirs"]
+__all__ = ["UnitKind", "Unit", "plan_units", "train_unit", "sweep_configs", "check_devices", "check_backends",
+           "check_data_dirs"]
 
 UnitKind = Literal["run", "stack"]
 
@@ -133,3 +134,11 @@ def check_devices(devices: Iterable[str]) -> None:
     for dev in dict.fromkeys(devices):
         if device_type(dev) != "cpu":
             check_device(dev)
+
+
+def check_backends(configs: Iterable[Config]) -> None:
+    """:func:`~ncgeom.runs.setup.check_backend` of every config that names the triton backend (ValueError naming
+    --backend where it is not available for its device and dtype): refused before the first run, in both engines
+    (the stacked kernel would ignore the backend, the sequential engine would fail each run)."""
+    for config in dict.fromkeys(c for c in configs if c.backend == "triton"):
+        check_backend(config, check_device(config.device))

@@ -39,12 +39,14 @@ import hashlib
 import importlib.resources
 import itertools
 import math
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ncgeom.files import read_bounded
 from ncgeom.runs.config import (
     COUPLED_FIELDS,
     Config,
@@ -131,14 +133,14 @@ def load_spec(spec: str | Path) -> SweepSpec:
             raise ValueError(f"spec must be a TOML file or one of the shipped specs {', '.join(spec_names())}, got {name!r}")
         resource = importlib.resources.files(_SPEC_PACKAGE) / _SPEC_FOLDER / f"{name}.toml"
         return spec_from_dict(_parse(resource.read_text(encoding="utf-8"), name), path=f"{name} (shipped)", shipped=True)
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise FileNotFoundError(f"spec {path} not found (shipped specs: {', '.join(spec_names())})")
-    size = path.stat().st_size
-    if size > MAX_SPEC_BYTES:
-        raise ValueError(f"spec {path}: {size} bytes, above the limit of {MAX_SPEC_BYTES} bytes for a spec file "
-                         f"(a grid is the product of short lists)")
+    try:  # a regular file of at most MAX_SPEC_BYTES: a FIFO, a device or a socket is refused, naming what it is
+        data = read_bounded(path, what="a sweep spec (a grid is the product of short lists)", max_bytes=MAX_SPEC_BYTES)
+    except ValueError as exc:
+        raise ValueError(f"spec {exc}") from None
     try:
-        text = path.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"spec {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return spec_from_dict(_parse(text, str(path)), path=str(path))

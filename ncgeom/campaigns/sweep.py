@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ncgeom.atomic_io import atomic_write_text
 from ncgeom.campaigns.executors import make_executor
-from ncgeom.campaigns.plan import check_data_dirs, check_devices, sweep_configs
+from ncgeom.campaigns.plan import check_backends, check_data_dirs, check_devices, sweep_configs
 from ncgeom.campaigns.records import SweepRecord, SweepRunEntry
 from ncgeom.campaigns.spec import SweepSpec, load_spec, run_name
 from ncgeom.campaigns.units import execute_units
@@ -36,6 +36,7 @@ from ncgeom.runs.budget import check_run_memory
 from ncgeom.runs.config import Config
 from ncgeom.runs.integrity import check_run, is_finished
 from ncgeom.runs.records import SUMMARY_FILE, RunSummary
+from ncgeom.threads import require_workers
 from ncgeom.validate import require_int
 from ncgeom.vocabulary import DEFAULT_ENGINE, Engine, SeedSet, SweepStatus, engine_name
 
@@ -125,7 +126,8 @@ def run_sweep(
         (:func:`ncgeom.locking.folder_lock`).
     scale : {"tiny", "quick", "full"}
     workers : int
-        Without ``executor``: processes of a :func:`process_pool` (1: serially, in this process). With
+        Without ``executor``: at most this many processes of a :func:`process_pool`, one per unit of work at most
+        (1: serially, in this process; above :func:`ncgeom.threads.max_workers`: ValueError). With
         ``executor``: only the count of its workers that sizes the stacks (:func:`~ncgeom.campaigns.plan.plan_units`), raised
         to the executor's own width where it has one (a process or thread pool, a Dask executor).
     executor : concurrent.futures.Executor, optional
@@ -170,13 +172,15 @@ def run_sweep(
     """
     if not isinstance(spec, SweepSpec):
         spec = load_spec(spec)
-    workers = require_int("workers", workers, min_value=1)
+    # without an executor, workers bounds the processes this call starts (at most one per unit of work)
+    workers = require_int("workers", workers, min_value=1) if executor is not None else require_workers("workers", workers)
     engine = engine_name(engine)
     configs = sweep_configs(spec, scale=scale, seeds=seeds, device=device, data_dir=data_dir)
     for cfg in dict.fromkeys(configs):  # every run must fit the memory budget, checked before the first starts
         if not cfg.is_image:  # an image run's memory is known once its data are read (ncgeom.runs.images)
             check_run_memory(cfg)
     check_devices(c.device for c in configs)  # and its device must exist here
+    check_backends(configs)  # and its loss backend there
     check_data_dirs(c.data_dir for c in configs if c.is_image)  # and its data folder
     keys = spec.grid_keys(scale)
     out = prepare_folder(out_dir)
@@ -236,14 +240,11 @@ def _run_locked(spec: SweepSpec, scale: str, seeds: SeedSet, out: Path, names: l
 
 
 def _clear_for_rerun(run_dir: Path) -> None:
-    """Before a run (re)starts in ``run_dir``: drop its summary.json (so a damaged run never again counts as
-    finished, even if this call is interrupted) and the temporary files of atomic writes cut short by a kill."""
-    if not run_dir.is_dir():
-        return
-    (run_dir / SUMMARY_FILE).unlink(missing_ok=True)
-    for tmp in run_dir.glob(".*.tmp"):
-        if tmp.is_file() and not tmp.is_symlink():
-            tmp.unlink(missing_ok=True)
+    """Before a run (re)starts in ``run_dir``: drop its summary.json, so a damaged run never again counts as
+    finished, even if this call is interrupted (the temporary files of atomic writes cut short by a kill are removed
+    by the run's :class:`~ncgeom.runs.folder.RunFolder` when it starts, as for ``ncgeom train``)."""
+    if run_dir.is_dir():
+        (run_dir / SUMMARY_FILE).unlink(missing_ok=True)
 
 
 def count_finished(spec: SweepSpec | str | Path, out_dir: str | Path, *, scale: str = "quick",

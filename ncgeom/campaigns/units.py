@@ -4,13 +4,17 @@
 ``workers`` it makes itself; or none: one after another in this process) and yields, for every run, its summary or
 the one-line reason it has none. A unit that raises fails all its runs with the exception's text. A unit whose
 worker process died (the pool is then broken: :class:`~concurrent.futures.process.BrokenProcessPool`, e.g. the
-kernel's out-of-memory killer) is retried once in a fresh pool when the pool is this module's own; a run still
-without a summary after that is reported with the reason, never dropped.
+kernel's out-of-memory killer), or that could not be submitted because the pool was already broken, is retried
+once in a fresh pool when the pool is this module's own (sized by the work: at most one worker per unit); a run
+still without a summary after that is reported with the reason (:func:`pool_died` recognizes it), never dropped.
+On the caller's executor the reason is reported at once, for the caller to rebuild its pool
+(:func:`ncgeom.campaigns.claims.run_claims` does).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor, Future, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -22,7 +26,7 @@ from ncgeom.runs.config import Config
 from ncgeom.runs.records import RunSummary
 from ncgeom.vocabulary import Engine
 
-__all__ = ["execute_units", "executor_width", "Outcome"]
+__all__ = ["execute_units", "executor_width", "Outcome", "pool_died"]
 
 #: What became of one run: its summary, or the one-line reason it has none.
 Outcome = RunSummary | str
@@ -47,6 +51,12 @@ def execute_units(todo: _Named, out: Path, *, engine: Engine, workers: int,
     else:
         for unit in units:
             yield from _collect(unit, todo, lambda unit=unit: train_unit(*_task(unit, todo, out)))
+
+
+def pool_died(error: str) -> bool:
+    """Whether a run's failure (an :data:`Outcome` string) is its worker pool's death (BrokenProcessPool), not its own:
+    such a run may succeed in a fresh pool (:func:`ncgeom.campaigns.claims.run_claims` rebuilds a shared pool)."""
+    return error.startswith(f"{BrokenProcessPool.__name__}:")
 
 
 def executor_width(executor: Executor) -> int:
@@ -80,13 +90,25 @@ def _task(unit: Unit, todo: _Named, out: Path) -> tuple:
 
 def _submit_all(ex: Executor, units: list[Unit], todo: _Named, out: Path, *,
                 broken: list[Unit] | None = None) -> Iterator[tuple[str, Outcome]]:
-    futures: dict[Future, Unit] = {ex.submit(train_unit, *_task(unit, todo, out)): unit for unit in units}
+    futures: dict[Future, Unit] = {}
+    for unit in units:
+        try:
+            futures[ex.submit(train_unit, *_task(unit, todo, out))] = unit
+        except BrokenProcessPool as exc:  # a worker died before this unit was submitted: the pool takes no more
+            if broken is not None:
+                broken.append(unit)
+            else:
+                yield from _collect(unit, todo, functools.partial(_reraise, exc))
     for fut in as_completed(futures):
         unit = futures[fut]
         if broken is not None and isinstance(fut.exception(), BrokenProcessPool):
             broken.append(unit)  # retried by the caller in a fresh pool
             continue
         yield from _collect(unit, todo, fut.result)
+
+
+def _reraise(exc: BaseException):
+    raise exc
 
 
 def _collect(unit: Unit, todo: _Named, get) -> list[tuple[str, Outcome]]:

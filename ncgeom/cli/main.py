@@ -20,7 +20,10 @@ to print is dropped, stdout is pointed at the null device so that the interprete
 silent too, and the exit code is 141 (128 + SIGPIPE, what a shell reports for a command killed by a closed
 pipe, so that ``set -o pipefail`` still sees that the output was cut); nothing is printed on stderr.
 
-``--debug`` (before or after the subcommand) shows the traceback instead. ``--max-memory SIZE`` on the
+Warnings of the libraries below are held back while a command runs: after a command that succeeded (exit 0)
+each distinct one is printed as ONE line, ``ncgeom <command>: warning: <Category>: <message>``; after any other
+outcome none is printed, so an error is its one line alone. ``--debug`` (before or after the subcommand) shows the
+traceback instead, and the warnings as Python prints them. ``--max-memory SIZE`` on the
 commands that allocate (:data:`BUDGETED`) sets the memory budget of :mod:`ncgeom.budget` for the command
 and its worker processes.
 """
@@ -32,11 +35,13 @@ import errno
 import importlib
 import os
 import sys
+import warnings
 
 from ncgeom import __version__, budget
 from ncgeom.cli.options import FORMER_SPELLINGS, HelpFormatter
 
-__all__ = ["main", "UsageError", "build_parser", "SUBCOMMAND_MODULES", "BUDGETED", "error_line", "EXIT_BROKEN_PIPE"]
+__all__ = ["main", "UsageError", "build_parser", "SUBCOMMAND_MODULES", "BUDGETED", "error_line", "EXIT_BROKEN_PIPE",
+           "warning_line"]
 
 # Order = order in --help. A module missing from an install is skipped (never breaks the CLI).
 # ncgeom.cli.reference (the docs/cli.md generator) imports this module; nothing here imports it.
@@ -114,6 +119,26 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     prog = f"ncgeom {args.command}"
+    if args.debug:
+        return _run(args, prog)
+    # warnings of the libraries below (torch, numpy, Pillow) are held back: one line each after a command that
+    # succeeded, none around the one-line error of one that did not (docs/reliability.md)
+    with warnings.catch_warnings(record=True) as caught:
+        code = _run(args, prog)
+    if code == 0:
+        for line in dict.fromkeys(warning_line(prog, w.message, w.category) for w in caught):
+            print(line, file=sys.stderr)
+    return code
+
+
+def warning_line(prog: str, message: Warning | str, category: type[Warning]) -> str:
+    """A warning as one line: ``ncgeom <command>: warning: <Category>: <first line of the message>``."""
+    text = _squash(str(message).strip().splitlines()[0] if str(message).strip() else "")[:300]
+    return f"{prog}: warning: {category.__name__}: {text}"
+
+
+def _run(args: argparse.Namespace, prog: str) -> int:
+    """The handler's exit code; whatever it raises as one line (module docstring)."""
     try:
         with budget.override(args.max_memory):
             code = int(args.func(args) or 0)

@@ -13,7 +13,6 @@ saying how many training runs finished). Exit code 0 when every stage succeeded,
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from ncgeom.campaigns.claims import claim_run_counts
@@ -29,8 +28,7 @@ from ncgeom.cli.sweep import (
 )
 from ncgeom.interrupts import Interrupted, raise_on_signals
 from ncgeom.locking import folder_lock, prepare_folder
-from ncgeom.threads import limit_cpu_threads
-from ncgeom.validate import require_int
+from ncgeom.threads import available_cpus, limit_cpu_threads, require_workers
 from ncgeom.vocabulary import SCALES
 
 __all__ = ["register", "handler"]
@@ -61,7 +59,8 @@ def register(subparsers) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (created; reused to resume)")
     parser.add_argument(
         "--workers", type=int, default=None, metavar="N",
-        help="parallel training runs in the sweeps, one process each (default: the CPU count, at most 4)",
+        help="parallel training runs in the sweeps, one process each, at most the CPU count (at least 4 allowed); "
+             "started as the work needs them (default: the CPU count, at most 4)",
     )
     add_engine_option(parser)
     add_device_option(parser)
@@ -90,8 +89,8 @@ def handler(args: argparse.Namespace) -> int:
     from ncgeom.reproduce.stages import STAGES
 
     args.scale = args.scale or "quick"  # the default scale (None in the parser: see register)
-    workers = min(os.cpu_count() or 1, 4) if args.workers is None else require_int("--workers", args.workers, min_value=1)
-    stages = None if args.stages is None else _stage_list("--stages", args.stages, STAGES[:-1])
+    workers = min(available_cpus(), 4) if args.workers is None else require_workers("--workers", args.workers)
+    stages = None if args.stages is None else _stage_list("--stages", args.stages, STAGES[:-1], empty=False)
     redo = _stage_list("--redo", args.redo, STAGES[:-1])
     engine = engine_option(args.engine)
     check_device_option(args.device)
@@ -116,8 +115,10 @@ def handler(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-def _stage_list(option: str, text: str, accepted) -> tuple[str, ...]:
+def _stage_list(option: str, text: str, accepted, *, empty: bool = True) -> tuple[str, ...]:
     names = tuple(s.strip() for s in text.split(",") if s.strip())
+    if not names and not empty:  # "--stages=" would run no stage and write a vacuous report
+        raise ValueError(f"{option} must list at least one of {','.join(accepted)}, got {text!r}")
     for name in names:
         if name not in accepted:
             raise ValueError(f"{option} must be a comma-separated subset of {','.join(accepted)}, got {name!r}")

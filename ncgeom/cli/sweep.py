@@ -5,7 +5,8 @@ skipping finished runs, then writes DIR/summary.csv. NAME is a spec shipped with
 shows them: one per claim of docs/theory.md, section 9, and the paper presets ``paper_*``, the real-data
 claims with the authors' settings on CIFAR-100: a GPU and ``--data-dir`` with the data set); a path to a
 TOML file works too.
-``--workers N`` processes (default 1: in this process); ``--scheduler ADDRESS`` sends the runs to a Dask
+``--workers N`` processes (default 1: in this process; at most the CPU count, 4 always allowed; no more than the
+units of work left are started); ``--scheduler ADDRESS`` sends the runs to a Dask
 distributed cluster instead (optional extra ncgeom[distributed]). ``--engine stacked`` (the default)
 trains runs of equal shapes as stacks, one stack per task (ncgeom.runs.stacked); ``--engine
 sequential`` one run per task. ``--device cuda`` trains every run on the GPU whatever the spec says
@@ -24,6 +25,7 @@ busy, 130 interrupted by SIGINT, 143 by SIGTERM.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import sys
 from pathlib import Path
@@ -31,12 +33,12 @@ from pathlib import Path
 from ncgeom.atomic_io import dumps_json
 from ncgeom.campaigns.claims import ClaimRecord, ClaimResult, claim_of_spec, evaluate_claim, records_text
 from ncgeom.campaigns.executors import make_executor
-from ncgeom.campaigns.plan import check_data_dirs, check_devices, sweep_configs
+from ncgeom.campaigns.plan import check_backends, check_data_dirs, check_devices, sweep_configs
 from ncgeom.campaigns.spec import load_spec, spec_names
 from ncgeom.campaigns.sweep import count_finished, run_sweep
 from ncgeom.interrupts import Interrupted, raise_on_signals
 from ncgeom.locking import FolderLock, folder_lock, prepare_folder
-from ncgeom.threads import limit_cpu_threads
+from ncgeom.threads import limit_cpu_threads, require_workers
 from ncgeom.validate import require_choice, require_int
 from ncgeom.vocabulary import (
     DEFAULT_ENGINE,
@@ -63,7 +65,9 @@ def register(subparsers) -> None:
     parser.add_argument("--seeds", default="confirmatory", metavar="SET",
                         help=f"{' or '.join(SEED_SETS)}: the spec's seed set to train (docs/experiments.md, 'Specs'; "
                              "verdicts are reported on the confirmatory seeds) [confirmatory]")
-    parser.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes [1]")
+    parser.add_argument("--workers", type=int, default=1, metavar="N",
+                        help="worker processes, at most the CPU count (at least 4 allowed); one per unit of work "
+                             "at most [1]")
     parser.add_argument("--scheduler", metavar="ADDRESS", default=None, help="Dask scheduler address (tcp://host:port)")
     add_engine_option(parser)
     add_device_option(parser)
@@ -143,13 +147,17 @@ def _handler(args: argparse.Namespace) -> int:
         raise ValueError("give a spec (a shipped name or a TOML file) and --out DIR, or --list")
     require_choice("scale", args.scale, SCALES)
     seeds = require_choice("--seeds", args.seeds, SEED_SETS)
-    require_int("workers", args.workers, min_value=1)
+    if args.scheduler is None:  # worker processes of this machine: at most its CPUs (ncgeom.threads.max_workers)
+        require_workers("--workers", args.workers)
+    else:  # a Dask cluster's workers are its own; --workers only sizes the stacks
+        require_int("--workers", args.workers, min_value=1)
     engine = engine_option(args.engine)
     check_device_option(args.device)
     wait = wait_seconds(args)
     spec = load_spec(args.spec)  # every config validated before anything runs
     configs = sweep_configs(spec, scale=args.scale, seeds=seeds, device=args.device, data_dir=args.data_dir)
     check_devices(c.device for c in configs)  # the spec's own devices and data folders too, before --out is made
+    check_backends(configs)
     check_data_dirs(c.data_dir for c in configs if c.is_image)
     progress = not args.quiet and sys.stderr.isatty()
     if args.workers == 1 and args.scheduler is None:
@@ -159,7 +167,10 @@ def _handler(args: argparse.Namespace) -> int:
             # the lock outside the executor: released only after the workers are stopped
             with folder_lock(prepare_folder(args.out, what="--out"), wait=wait) as lock:
                 note_takeover("ncgeom sweep", lock)
-                with make_executor(args.workers, scheduler=args.scheduler) as ex:
+                # a Dask cluster, or none: run_sweep then starts its own pool, one worker per unit of work at most
+                # (up to --workers), and retries once in a fresh pool the units of a worker that died
+                cluster = make_executor(scheduler=args.scheduler) if args.scheduler else contextlib.nullcontext(None)
+                with cluster as ex:
                     result = run_sweep(spec, args.out, scale=args.scale, workers=args.workers, executor=ex,
                                        engine=engine, progress=progress, device=args.device,
                                        data_dir=args.data_dir, seeds=seeds)

@@ -2,7 +2,9 @@
 
 Writes DIR/config.json (config + provenance), DIR/history.jsonl (one line per epoch) and
 DIR/summary.json (final metrics under "final", plus "nc_value") with ``--out DIR``. A tqdm bar is shown
-on a terminal unless ``--quiet``. Exit codes: 0 completed, 1 diverged (non-finite loss), 2 bad input.
+on a terminal unless ``--quiet``. Exit codes: 0 completed, 1 diverged (a non-finite loss, embedding, gradient or
+parameter: the summary says where), 2 bad input (refused before anything is written), 130 interrupted by SIGINT,
+143 by SIGTERM (the write in progress is abandoned whole).
 
 Image data sets (``--dataset cifar10|cifar100|stl10|imagefolder --data-dir DIR --model resnet18``,
 docs/experiments.md "Image data sets"): ``--classes`` defaults to the data set's class count (an ImageFolder
@@ -23,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ncgeom.atomic_io import dumps_json
+from ncgeom.files import read_bounded
+from ncgeom.interrupts import Interrupted, raise_on_signals
 from ncgeom.runs.config import config_fields, config_from_dict, field_type_error
 from ncgeom.runs.defaults import LearningRateWarning, default_lr, lr_warning
 from ncgeom.validate import require_int
@@ -89,16 +93,20 @@ def register(subparsers) -> None:
 
 
 def _load_file(path: str) -> dict:
-    """The config fields of a .toml or .json file (a run's config.json works), type-checked, or ValueError."""
+    """The config fields of a .toml or .json file (a run's config.json works), type-checked, or ValueError.
+
+    Read by :func:`ncgeom.files.read_bounded`: a regular file of at most :data:`MAX_CONFIG_BYTES` (a FIFO, a device
+    or a socket is refused, naming what it is, instead of blocking or reading without end)."""
     p = Path(path)
     where = f"--config {path}"
     if p.suffix not in (".toml", ".json"):
         raise ValueError(f"{where}: expected a .toml or .json file of config fields, got {p.suffix or 'no extension'!r}")
-    size = p.stat().st_size  # a missing file: OSError with the path (exit 2)
-    if size > MAX_CONFIG_BYTES:
-        raise ValueError(f"{where}: {size} bytes, above the limit of {MAX_CONFIG_BYTES} bytes for a config file")
     try:
-        text = p.read_bytes().decode("utf-8")
+        raw = read_bounded(p, what="a config file", max_bytes=MAX_CONFIG_BYTES)
+    except ValueError as exc:
+        raise ValueError(f"--config {exc}") from None
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
@@ -168,9 +176,15 @@ def _handler(args: argparse.Namespace) -> int:
     from ncgeom.threads import limit_cpu_threads
 
     limit_cpu_threads(args.threads)
-    with warnings.catch_warnings():  # said once above, in one line
-        warnings.simplefilter("ignore", LearningRateWarning)
-        result = run(config, out_dir=args.out, progress=not args.quiet and sys.stderr.isatty(), resume=args.resume)
+    with raise_on_signals(), warnings.catch_warnings():  # SIGTERM/SIGINT unwind the run: a write in progress
+        warnings.simplefilter("ignore", LearningRateWarning)  # removes its temporary file; the lr said once above
+        try:
+            result = run(config, out_dir=args.out, progress=not args.quiet and sys.stderr.isatty(), resume=args.resume)
+        except Interrupted as stop:
+            where = f"; {args.out} keeps the epochs written so far, without a summary.json" if args.out else ""
+            resume = " (resume an image run with --resume)" if args.out and config.is_image else ""
+            print(f"ncgeom train: interrupted by {stop.name}{where}{resume}", file=sys.stderr)
+            return stop.exit_code
     if args.json:
         print(dumps_json(result.summary(), indent=1))
     else:

@@ -1,6 +1,6 @@
 """Render the registered figures from saved results: each figure module's ``plot(results, out)``.
 
-Each figure's entry of ``<out>/status.json`` holds its caption: the registered one followed by what the
+Each figure's entry of ``<out>/status.json`` (:class:`ncgeom.figures.records.FigureStatuses`) holds its caption: the registered one followed by what the
 module computed from the data it drew (scale, seeds per grid point, the hyperparameters that differ
 between curves); report.md and the gallery show that text.
 
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from ncgeom.atomic_io import atomic_write_json
+from ncgeom.figures.records import FigureRecord, FigureStatuses
 from ncgeom.figures.registry import FIGURES, Rendered, get_figure
 from ncgeom.figures.runs import MissingResults
 
@@ -29,9 +29,9 @@ def figure_module(name: str) -> ModuleType:
     return importlib.import_module(f"ncgeom.figures.{get_figure(name).name}")
 
 
-def render_figure(name: str, results: Path, out: Path, *, formats: tuple[str, ...] = ("png", "pdf")) -> dict:
-    """Render one figure; return ``{"status": "done"|"no data"|"failed", "files": [...], "error": ...,
-    "caption": ...}``.
+def render_figure(name: str, results: Path, out: Path, *, formats: tuple[str, ...] = ("png", "pdf")) -> FigureRecord:
+    """Render one figure; its :class:`~ncgeom.figures.records.FigureRecord` (status "done", "no data" or "failed",
+    the files drawn, the one-line error, the caption).
 
     ``caption`` is the text shown with the figure (report.md, the gallery): the registered caption followed,
     when the figure was drawn, by the sentences computed from the data drawn (:attr:`Rendered.details`).
@@ -44,31 +44,21 @@ def render_figure(name: str, results: Path, out: Path, *, formats: tuple[str, ..
         with image_formats(formats):
             rendered: Rendered = module.plot(Path(results), Path(out))
     except MissingResults as exc:
-        return {"status": "no data", "files": [], "error": " ".join(str(exc).split()), "caption": spec.full_caption()}
+        return FigureRecord("no data", error=" ".join(str(exc).split()), caption=spec.full_caption())
     except Exception as exc:
-        return {
-            "status": "failed",
-            "files": [],
-            "error": f"{exc.__class__.__name__}: {' '.join(str(exc).split())}"[:400],
-            "traceback": traceback.format_exc()[-3000:],
-            "caption": spec.full_caption(),
-        }
-    return {"status": "done", "files": [Path(f).name for f in rendered.files], "error": "",
-            "caption": spec.full_caption(rendered.details)}
+        return FigureRecord("failed", error=f"{exc.__class__.__name__}: {' '.join(str(exc).split())}"[:400],
+                            traceback=traceback.format_exc()[-3000:], caption=spec.full_caption())
+    return FigureRecord("done", files=tuple(Path(f).name for f in rendered.files),
+                        caption=spec.full_caption(rendered.details))
 
 
 def render_all(results: Path, out: Path, *, formats: tuple[str, ...] = ("png", "pdf"),
-               log: Callable[[str], None] = print) -> dict:
-    """Render every registered figure; write ``<out>/status.json``; return the stage summary."""
+               log: Callable[[str], None] = print) -> FigureStatuses:
+    """Render every registered figure; write and return ``<out>/status.json`` (:class:`FigureStatuses`)."""
     status = {}
     for spec in FIGURES:
-        status[spec.name] = render_figure(spec.name, results, out, formats=formats)
-        error = status[spec.name]["error"]
-        log(f"  {spec.name}: {status[spec.name]['status']}" + (f" ({error})" if error else ""))
-    atomic_write_json(Path(out) / "status.json", status)
-    failed = [f"{name}: {s['error']}" for name, s in status.items() if s["status"] == "failed"]
-    summary: dict = {"rendered": sum(s["status"] == "done" for s in status.values()),
-                     "no_data": [n for n, s in status.items() if s["status"] == "no data"]}
-    if failed:
-        summary["failed"] = failed
-    return summary
+        record = status[spec.name] = render_figure(spec.name, results, out, formats=formats)
+        log(f"  {spec.name}: {record.status}" + (f" ({record.error})" if record.error else ""))
+    statuses = FigureStatuses(status)
+    statuses.save(out)
+    return statuses

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ncgeom.atomic_io import read_json
+from ncgeom.figures.records import ReproductionManifest
 from ncgeom.runs.config import Config, config_fields
 from ncgeom.runs.records import SavedRun, load_runs
 from ncgeom.vocabulary import LAYERED_MODELS, SCALES, effective_beta, is_supervised, plain_setting
@@ -321,9 +322,10 @@ def _sweep_scale(folder: Path) -> str | None:
 
 
 def reproduction_scale(results: str | Path) -> str | None:
-    """The scale of the reproduction in ``results`` (its ``reproduce.json``), None for another folder."""
-    path = Path(results) / "reproduce.json"
-    return str(read_json(path)["scale"]) if path.is_file() else None
+    """The scale of the reproduction in ``results`` (its ``reproduce.json``:
+    :class:`~ncgeom.figures.records.ReproductionManifest`), None for another folder."""
+    manifest = ReproductionManifest.load(results)
+    return None if manifest is None else manifest.scale
 
 
 @dataclass(frozen=True)

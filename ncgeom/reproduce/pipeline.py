@@ -46,13 +46,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ncgeom.atomic_io import atomic_write_json, read_json
+from ncgeom.atomic_io import atomic_write_json
 from ncgeom.campaigns.claims import run_claims
 from ncgeom.campaigns.executors import init_child, stop_processes
 from ncgeom.campaigns.plan import check_devices
 from ncgeom.figures.render import render_all
 from ncgeom.locking import folder_lock, prepare_folder
 from ncgeom.provenance import provenance
+from ncgeom.reproduce.records import (
+    ClaimsSummary,
+    FiguresSummary,
+    ReportSummary,
+    ReproductionManifest,
+    StageSummary,
+    TheorySummary,
+    VerifySummary,
+)
 from ncgeom.reproduce.report import write_report
 from ncgeom.reproduce.scales import ScaleParameters, scale_parameters
 from ncgeom.reproduce.stages import STAGES, StageOutcome, StageRecord, StageStatus
@@ -97,26 +106,24 @@ class Context:
 
 
 def _check_manifest(out: Path, scale: ScaleParameters, device: str | None) -> None:
-    """Refuse ``out`` if it holds a reproduction of another scale or device; else record this one's.
+    """Refuse ``out`` if it holds a reproduction of another scale or device; else record this one's
+    (:class:`~ncgeom.reproduce.records.ReproductionManifest`; a malformed manifest is one line naming it).
 
     The device is recorded only when it is not the CPU (the shipped specs' device, so the manifests written
     before devices existed stay valid): a sweep folder of runs from two devices would feed both to the figures.
     """
-    manifest = out / "reproduce.json"
     device = None if device == "cpu" else device
-    if manifest.exists():
-        data = read_json(manifest)
-        previous = data["scale"]
-        if previous != scale.name:
+    previous = ReproductionManifest.load(out)
+    if previous is not None:
+        if previous.scale != scale.name:
             raise ValueError(
-                f"--out {out} already holds a {previous!r} reproduction; use another directory for {scale.name!r}"
+                f"--out {out} already holds a {previous.scale!r} reproduction; use another directory for {scale.name!r}"
             )
-        if data.get("device") != device:
+        if previous.device != device:
             raise ValueError(f"--device {device or 'cpu'}: --out {out} already holds a reproduction on "
-                             f"{data.get('device') or 'cpu'}; use another directory")
+                             f"{previous.device or 'cpu'}; use another directory")
         return
-    atomic_write_json(manifest, {"scale": scale.name, **({"device": device} if device else {}),
-                                 "provenance": provenance()})
+    ReproductionManifest(scale=scale.name, device=device, provenance=provenance()).save(out)
 
 
 def reproduce(
@@ -284,7 +291,7 @@ def _run_stage(ctx: Context, stage: str, *, force: bool = False) -> StageOutcome
     ctx.log(f"[{stage}] running")
     t0 = time.perf_counter()
     try:
-        summary = _STAGE_FUNCS[stage](ctx) or {}
+        summary = _STAGE_FUNCS[stage](ctx)
     except Exception as exc:  # a failed stage is recorded, the pipeline goes on
         seconds = time.perf_counter() - t0
         error = f"{exc.__class__.__name__}: {' '.join(str(exc).split())}"[:500]
@@ -293,8 +300,8 @@ def _run_stage(ctx: Context, stage: str, *, force: bool = False) -> StageOutcome
         ctx.ran.append(stage)
         return StageOutcome(stage, "failed", seconds, error)
     seconds = time.perf_counter() - t0
-    status: StageStatus = "failed" if summary.get("failed") else "done"
-    error = "; ".join(summary.get("failed", []))[:500] if status == "failed" else ""
+    status: StageStatus = "failed" if summary.failed else "done"
+    error = "; ".join(summary.failed)[:500]
     StageRecord(stage, status, seconds, error, summary).save(ctx.out)
     ctx.log(f"[{stage}] {status} in {seconds:.1f} s" + (f": {error}" if error else ""))
     ctx.ran.append(stage)
@@ -304,48 +311,47 @@ def _run_stage(ctx: Context, stage: str, *, force: bool = False) -> StageOutcome
 # --- stages -----------------------------------------------------------------------------------
 
 
-def _stage_verify(ctx: Context) -> dict:
+def _stage_verify(ctx: Context) -> VerifySummary:
     """Run proofs_check.report.run_all and save every CheckResult as JSON (``verify/results.json``)."""
     if ctx.scale.verify == "skip":
         atomic_write_json(ctx.out / "verify" / "results.json", [])
-        return {"checks": 0, "skipped": True}
+        return VerifySummary(checks=0, skipped=True)
     def progress(result) -> None:
         ctx.log(f"  {result.status:10s} {result.name} ({result.seconds:.1f} s)")
 
     report = run_all(quick=ctx.scale.verify == "quick", modules=ctx.scale.verify_modules, on_result=progress)
     atomic_write_json(ctx.out / "verify" / "results.json", [r.to_dict() for r in report.checks])
-    summary = {"checks": len(report.checks), "counts": report.counts, "modules": list(report.modules), "passed": report.passed}
-    if not report.passed:
-        summary["failed"] = [f"check {r.name} failed" for r in report.checks if r.status == "fail"]
-    return summary
+    return VerifySummary(checks=len(report.checks), counts=report.counts, modules=tuple(report.modules),
+                         passed=report.passed,
+                         failed=tuple(f"check {r.name} failed" for r in report.checks if r.status == "fail"))
 
 
-def _stage_theory(ctx: Context) -> dict:
-    return compute_all(ctx.out / "theory", scale=ctx.scale, verify_results=ctx.out / "verify" / "results.json",
-                                   force="theory" in ctx.redo, log=ctx.log)
+def _stage_theory(ctx: Context) -> TheorySummary:
+    summary = compute_all(ctx.out / "theory", scale=ctx.scale, verify_results=ctx.out / "verify" / "results.json",
+                          force="theory" in ctx.redo, log=ctx.log)
+    return TheorySummary.from_dict(summary, where="theory summary")
 
 
-def _stage_claims(ctx: Context) -> dict:
+def _stage_claims(ctx: Context) -> ClaimsSummary:
     results = run_claims(ctx.out, scale=ctx.scale.name, workers=ctx.workers, engine=ctx.engine,
                          force="claims" in ctx.redo, progress=ctx.progress, log=ctx.log, wait=ctx.wait,
                          device=ctx.device)
     failed = [f"claim {r.claim}: {r.error}" for r in results if r.error]
     failed += [f"claim {r.claim}: {len(r.failed_runs)} run(s) failed, first: {r.failed_runs[0]}" for r in results if r.failed_runs]
-    summary: dict = {"claims": {r.claim: str(r.overall) for r in results}}
-    if failed:
-        summary["failed"] = failed
-    return summary
+    return ClaimsSummary(claims={r.claim: str(r.overall) for r in results}, failed=tuple(failed))
 
 
-def _stage_figures(ctx: Context) -> dict:
-    return render_all(ctx.out, ctx.out / "figures", formats=ctx.scale.figure_formats, log=ctx.log)
+def _stage_figures(ctx: Context) -> FiguresSummary:
+    return FiguresSummary.of(render_all(ctx.out, ctx.out / "figures", formats=ctx.scale.figure_formats, log=ctx.log))
 
 
-def _stage_report(ctx: Context) -> dict:
-    return {"report": write_report(ctx.out).name}
+def _stage_report(ctx: Context) -> ReportSummary:
+    return ReportSummary(report=write_report(ctx.out).name)
 
 
-_STAGE_FUNCS = {
+#: Each stage's function: it runs the stage into ``ctx.out`` and returns its typed summary (``failed``: the stage
+#: ends "failed" with those lines; :mod:`ncgeom.reproduce.records`).
+_STAGE_FUNCS: dict[str, Callable[[Context], StageSummary]] = {
     "verify": _stage_verify,
     "theory": _stage_theory,
     "claims": _stage_claims,

@@ -16,6 +16,7 @@ from ncgeom.atomic_io import atomic_write_bytes, atomic_write_text, read_json
 from ncgeom.campaigns.claims import CLAIMS, ClaimResult, verdict_text
 from ncgeom.campaigns.rules import INTERVAL_METHOD
 from ncgeom.figures.registry import FIGURES
+from ncgeom.reproduce.records import FigureRecord, FigureStatuses, ReproductionManifest
 from ncgeom.reproduce.stages import STAGES, StageRecord
 from proofs_check.ablations import CASES, AblationResult
 from proofs_check.records import CheckResult
@@ -51,25 +52,30 @@ def claim_figures(claim_id: str) -> str:
     return ", ".join(spec.name for spec in FIGURES if str(claim_id) in spec.claims)
 
 
-def _manifest(out: Path) -> dict:
-    path = out / "reproduce.json"
-    return read_json(path) if path.is_file() else {"scale": "?", "provenance": {}}
+def _manifest(out: Path) -> tuple[str, dict]:
+    """(scale, provenance) of the reproduction in ``out`` ("?" and {} without a manifest)."""
+    manifest = ReproductionManifest.load(out)
+    return ("?", {}) if manifest is None else (manifest.scale, dict(manifest.provenance))
+
+
+def _figure_statuses(out: Path) -> FigureStatuses:
+    """The figures' ``figures/status.json`` of ``out`` (none rendered when it is absent)."""
+    return FigureStatuses.load(out / "figures") or FigureStatuses({})
 
 
 def render_report(out: str | Path) -> str:
     """The markdown text of the report of the reproduction in ``out`` (from its files alone)."""
     out = Path(out)
-    manifest = _manifest(out)
-    prov = manifest["provenance"]
+    scale, prov = _manifest(out)
     lines = [
         "# ncgeom reproduction report",
         "",
-        f"Scale: **{manifest['scale']}**; git commit `{prov.get('git_commit')}`; started {prov.get('time_utc')}; "
+        f"Scale: **{scale}**; git commit `{prov.get('git_commit')}`; started {prov.get('time_utc')}; "
         f"python {prov.get('python')}, torch {prov.get('versions', {}).get('torch')}.",
         f"Theory: {THEORY} (docs/theory_map.md maps its statements to code, tests and figures).",
         "",
     ]
-    if manifest["scale"] == "tiny":
+    if scale == "tiny":
         lines += ["_Test scale (`--tiny`): runs of 2 epochs on shrunken grids; the verdicts below carry no evidence._", ""]
     lines += ["## Stages", ""]
     stage_rows, total = [], 0.0
@@ -125,19 +131,20 @@ def render_report(out: str | Path) -> str:
               f"**{verdict_text(row)}**", claim_figures(r.claim)] for r in results for row in r.rows],
         )
 
-    status_file = out / "figures" / "status.json"
-    status = read_json(status_file) if status_file.is_file() else {}
+    status = _figure_statuses(out)
     lines += ["", *ablation_section(out, status)]
 
     lines += ["", "## Figures", ""]
     for number, spec in enumerate(FIGURES, start=1):
-        st = status.get(spec.name, {"status": "not run", "error": ""})
+        st = status.of(spec.name)
         lines.append(f"### Figure {number}: {spec.title} (`{spec.name}`)")
         lines.append("")
-        if (out / "figures" / f"{spec.name}.png").exists() and st["status"] == "done":
+        if st is not None and st.status == "done" and (out / "figures" / f"{spec.name}.png").exists():
             lines.append(f"![{spec.title}](figures/{spec.name}.png)")
+        elif st is None:
+            lines.append("_Not drawn: not run._")
         else:
-            lines.append(f"_Not drawn: {st['status']}{': ' + st['error'] if st['error'] else ''}._")
+            lines.append(f"_Not drawn: {st.status}{': ' + st.error if st.error else ''}._")
         lines.append("")
         bears = []
         if spec.claims:
@@ -145,7 +152,8 @@ def render_report(out: str | Path) -> str:
         if spec.statements:
             bears.append(", ".join(spec.statements))
         pdf = f" PDF: `figures/{spec.name}.pdf`." if (out / "figures" / f"{spec.name}.pdf").exists() else ""
-        lines.append(f"{st.get('caption', spec.caption)} *Bears on:* {'; '.join(bears)}.{pdf}")
+        caption = spec.caption if st is None or not st.caption else st.caption
+        lines.append(f"{caption} *Bears on:* {'; '.join(bears)}.{pdf}")
         lines.append("")
     return "\n".join(lines) + "\n"
 
@@ -159,7 +167,7 @@ def _ablation_row(record: AblationResult) -> list[str]:
             "-" if record.gap is None else f"{record.gap:.4g}", record.evidence]
 
 
-def ablation_section(out: str | Path, status: dict | None = None) -> list[str]:
+def ablation_section(out: str | Path, status: FigureStatuses | None = None) -> list[str]:
     """The lines of the report's "Hypothesis ablations" section, from ``out/theory/ablations.json`` alone.
 
     One table row per :class:`proofs_check.ablations.AblationResult` (theorem, hypothesis, violation, result and
@@ -191,14 +199,18 @@ def ablation_section(out: str | Path, status: dict | None = None) -> list[str]:
     if not_run:
         notes.append(f"- Cases not run in this reproduction: {', '.join(not_run)} (the tiny scale skips the slow "
                      "ones: ncgeom.reproduce.theory_data.NOT_AT_TINY).")
-    status = status or {}
+    status = status or FigureStatuses({})
     drawn = [(number, spec) for number, spec in enumerate(FIGURES, start=1)
-             if spec.name in {f"fig_ablation_{c}" for c in CASES} and status.get(spec.name, {}).get("status") == "done"
+             if spec.name in {f"fig_ablation_{c}" for c in CASES} and _drawn(status.of(spec.name))
              and (out / "figures" / f"{spec.name}.png").exists()]
     if drawn:
         notes.append("- Figures: " + "; ".join(f"[Figure {number}: {spec.title}](figures/{spec.name}.png)"
                                                for number, spec in drawn) + ".")
     return lines + ([""] + notes if notes else [])
+
+
+def _drawn(record: FigureRecord | None) -> bool:
+    return record is not None and record.status == "done"
 
 
 def _short_details(details: Any, limit: int = 4) -> str:
@@ -227,23 +239,22 @@ def write_gallery(results: str | Path, dest: str | Path) -> Path:
     palette (a quarter of the size, visually identical for these line plots). Returns the index path.
     """
     results, dest = Path(results), Path(dest)
-    manifest = _manifest(results)
-    prov = manifest["provenance"]
+    scale, prov = _manifest(results)
     lines = [
-        f"# Figures of a `--{manifest['scale']}` reproduction",
+        f"# Figures of a `--{scale}` reproduction",
         "",
-        f"Made by `ncgeom reproduce --{manifest['scale']}` (commit `{prov.get('git_commit')}`, "
+        f"Made by `ncgeom reproduce --{scale}` (commit `{prov.get('git_commit')}`, "
         f"{prov.get('time_utc')}); the full report with the verdict tables is the run's report.md.",
         "",
     ]
-    status_file = results / "figures" / "status.json"
-    status = read_json(status_file) if status_file.is_file() else {}
+    status = _figure_statuses(results)
     for spec in FIGURES:
         png = results / "figures" / f"{spec.name}.png"
         if not png.exists():
             continue
         atomic_write_bytes(dest / png.name, _small_png(png.read_bytes()))
-        caption = status.get(spec.name, {}).get("caption", spec.caption)  # status.json: figures.render writes it
+        record = status.of(spec.name)  # status.json: figures.render writes it
+        caption = spec.caption if record is None or not record.caption else record.caption
         lines += [f"## {spec.title}", "", f"![{spec.title}]({png.name})", "", caption, ""]
     return atomic_write_text(dest / "index.md", "\n".join(lines))
 

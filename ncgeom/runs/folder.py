@@ -2,13 +2,18 @@
 
 A driver holds one RunFolder per run it trains (a ``with`` block), in this order:
 
-1. entering it creates the folder (ValueError naming ``out_dir`` when a file is in the way or it cannot be
-   written) and, with ``lock=True`` (a run trained alone: :func:`ncgeom.runs.run`), takes its lock
+1. entering it checks the folder (ValueError naming ``out_dir`` when a file is in the way or it cannot be
+   created or written: :func:`ncgeom.locking.check_folder`). A folder that exists is taken now; a new one is
+   made when there is something to write (:meth:`RunFolder.open`), so a run refused before its first write (bad
+   data, a checkpoint that fails its checks, non-finite initial embeddings) leaves no folder behind. Taking the
+   folder creates it and, with ``lock=True`` (a run trained alone: :func:`ncgeom.runs.run`), takes its lock
    (:func:`ncgeom.locking.folder_lock`: a second writer of the same folder, another ``ncgeom train --out`` or a
    sweep of that folder, is refused with the holder's pid). The runs of a stack are written under the lock of
    their sweep's folder (:func:`ncgeom.campaigns.sweep.run_sweep`), not one lock each (a stack of thousands of
-   runs would hold thousands of descriptors). Nothing is written yet: a run validates its data, its checkpoint
-   and its initial state first;
+   runs would hold thousands of descriptors). It then removes the temporary files of atomic writes that a killed
+   writer left (``.<name>.<random>.tmp``, :func:`remove_temporary_files`: a checkpoint cut short by SIGKILL left
+   one of 44 MB). Nothing else is written yet: a run validates its data, its checkpoint and its initial state
+   first;
 2. :meth:`RunFolder.open` removes a previous summary.json (the run is no longer finished), writes config.json with
    the provenance, and starts history.jsonl (:class:`~ncgeom.runs.records.HistoryWriter`; a resumed run's earlier
    records first);
@@ -28,12 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from ncgeom.locking import folder_lock, prepare_folder
+from ncgeom.locking import check_folder, folder_lock, prepare_folder
 from ncgeom.runs.config import Config
 from ncgeom.runs.embeddings import save_embeddings
 from ncgeom.runs.records import SUMMARY_FILE, EpochRecord, HistoryWriter, RunSummary, save_config
 
-__all__ = ["RunFolder"]
+__all__ = ["RunFolder", "remove_temporary_files"]
 
 
 class RunFolder:
@@ -44,15 +49,27 @@ class RunFolder:
         self.lock = lock
         self._history: HistoryWriter | None = None
         self._lock: contextlib.ExitStack | None = None
+        self._taken = False
 
     def __enter__(self) -> RunFolder:
-        if not self.lock:
-            prepare_folder(self.path, what="out_dir")
-            return self
-        stack = contextlib.ExitStack()
-        stack.enter_context(folder_lock(self.path))  # creates the folder (ValueError if it cannot be)
-        self._lock = stack
+        check_folder(self.path, what="out_dir")
+        if self.path.is_dir():
+            self._take()
         return self
+
+    def _take(self) -> None:
+        """Create the folder, take its lock (``lock=True``) and remove the temporary files of killed writers."""
+        if self._taken:
+            return
+        if self.lock:
+            stack = contextlib.ExitStack()
+            stack.enter_context(folder_lock(self.path, hint="one writer per run folder: wait for it to end, or give "
+                                                           "another --out"))  # creates the folder (ValueError if not)
+            self._lock = stack
+        else:
+            prepare_folder(self.path, what="out_dir")
+        self._taken = True
+        remove_temporary_files(self.path)  # under the lock (a stack's: under its sweep's)
 
     def __exit__(self, *exc: Any) -> None:
         if self._lock is not None:
@@ -61,6 +78,7 @@ class RunFolder:
 
     def open(self, config: Config, provenance: Mapping[str, Any], *, earlier: Iterable[EpochRecord] = ()) -> None:
         """Start writing: drop a previous summary.json, write config.json, start history.jsonl with ``earlier``."""
+        self._take()
         (self.path / SUMMARY_FILE).unlink(missing_ok=True)  # unlinks a planted symlink itself, not its target
         save_config(self.path, config, provenance)
         self._history = HistoryWriter(self.path)
@@ -81,3 +99,17 @@ class RunFolder:
         """embeddings.npz, then summary.json (last: its presence marks a finished run)."""
         save_embeddings(self.path, embeddings, labels)
         summary.save(self.path)
+
+
+def remove_temporary_files(folder: str | Path) -> list[Path]:
+    """Remove the temporary files of atomic writes cut short in ``folder`` (:func:`ncgeom.atomic_io.atomic_write_bytes`
+    names them ``.<target>.<random>.tmp``); regular files only, never through a symbolic link. Returns those removed.
+
+    Call it only while holding the folder's lock: another writer's temporary file is its write in progress.
+    """
+    removed = []
+    for tmp in Path(folder).glob(".*.tmp"):
+        if tmp.is_file() and not tmp.is_symlink():
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed

@@ -38,6 +38,7 @@ run of E epochs equals a run of e epochs resumed to E, bitwise.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from contextlib import nullcontext
@@ -50,9 +51,10 @@ from ncgeom.data import batches_per_epoch, check_batches, epoch_batches
 from ncgeom.data.images import ImageData
 from ncgeom.metrics.streaming import accumulate_moments, streaming_nc_metrics, streaming_ncc_accuracy
 from ncgeom.runs import budget
-from ncgeom.runs.checkpoint import CHECKPOINT_FILE, load_checkpoint, restore_rng, rng_states, save_checkpoint
+from ncgeom.runs.checkpoint import CHECKPOINT_FILE, Checkpoint, load_checkpoint, restore, rng_states, save_checkpoint
 from ncgeom.runs.config import Config
 from ncgeom.runs.convergence import PROBE_BATCHES, Probe, probe_model
+from ncgeom.runs.divergence import embeddings_message, update_failures
 from ncgeom.runs.folder import RunFolder
 from ncgeom.runs.image_data import chunks, image_batches, read_image_data
 from ncgeom.runs.loop import RunState, train
@@ -60,6 +62,7 @@ from ncgeom.runs.nc_reference import run_nc_value
 from ncgeom.runs.records import EpochRecord
 from ncgeom.runs.result import Result
 from ncgeom.runs.setup import (
+    check_backend,
     check_device,
     prepared_loss,
     probe_batches,
@@ -81,13 +84,13 @@ class ImageDriver:
     """One image run (module docstring); the :class:`ncgeom.runs.loop.Driver` of :func:`run_images`."""
 
     def __init__(self, config: Config, data: ImageData, *, device: Any, folder: RunFolder | None,
-                 checkpoint: dict[str, Any] | None):
+                 checkpoint: Checkpoint | None):
         import torch
 
         from ncgeom.models import build_model  # imports torch (heavy): only when a run starts
         from ncgeom.optim import adam
 
-        self.start = time.perf_counter() - (checkpoint["elapsed_s"] if checkpoint is not None else 0.0)
+        self.start = time.perf_counter() - (checkpoint.elapsed_s if checkpoint is not None else 0.0)
         self.config, self.data, self.device, self.folder = config, data, device, folder
         self.streams = seed_streams(config.seed)
         self.dtype = torch_dtype(config)
@@ -95,6 +98,9 @@ class ImageDriver:
                                  generator=self.streams.torch, dtype=self.dtype).to(device)  # drawn on the CPU
         self.generator = step_generator(self.streams.torch, device)
         self.optimizer = adam(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        # what diverges shows in these after an update (ncgeom.runs.divergence): the parameters and, for batch
+        # norm, the running statistics that every evaluation uses
+        self.tensors = [*self.model.parameters(), *(b for b in self.model.buffers() if b.is_floating_point())]
         self.loss = prepared_loss(config, self.generator)
         self.probe_rows = list(probe_batches(config, data.y_train, limit=PROBE_BATCHES))
         self.probe_generator = probe_generator(config, device)
@@ -107,13 +113,12 @@ class ImageDriver:
         nc_value, nc_source = run_nc_value(config, labels=data.y_train)
         state = RunState(config, nc_value, nc_source, folder=folder)
         self.first_epoch = 1
-        if checkpoint is not None:
-            self.model.load_state_dict(checkpoint["model"])
-            self.optimizer.load_state_dict(checkpoint["optimizer"])
-            restore_rng(checkpoint["rng"], *self.streams, self.generator)
-            state.history = [EpochRecord.from_dict(r) for r in checkpoint["history"]]
-            state.initial = EpochRecord.from_dict(checkpoint["initial"])
-            state.resumed_at = state.history[-1].epoch if state.history else 0
+        if checkpoint is not None:  # every tensor and random state checked before any is loaded
+            restore(checkpoint, model=self.model, optimizer=self.optimizer, streams=self.streams, step=self.generator,
+                    steps_per_epoch=self.steps_per_epoch)
+            state.history = list(checkpoint.history)
+            state.initial = checkpoint.initial
+            state.resumed_at = checkpoint.epoch
             self.first_epoch = state.resumed_at + 1
         self.states = [state]
         self._last: tuple[int, np.ndarray, np.ndarray] | None = None  # (epoch, embeddings, labels) of the last evaluation
@@ -175,14 +180,15 @@ class ImageDriver:
 
         z, labels = self._forward(batch, self.generator)
         if not bool(torch.isfinite(z.detach()).all()):
-            return None, [f"embeddings became non-finite at epoch {epoch}, step {step}"]
+            return None, [embeddings_message(epoch, step)]
         loss = self.loss(z, labels)
         return loss, [loss.item()]
 
-    def update(self, loss: Any, stepping: list[bool]) -> None:
+    def update(self, loss: Any, stepping: list[bool], *, epoch: int, step: int) -> list[str | None]:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
+        return update_failures(self.tensors, runs=None, epoch=epoch, step=step)
 
     def reference_probe(self, r: int) -> Probe | None:
         return None  # an image run starts from a random ResNet: its own initial probe is the reference
@@ -297,13 +303,22 @@ def run_images(config: Config, *, out_dir: str | Path | None = None, progress: b
     if not isinstance(config, Config) or not config.is_image:
         raise ValueError("config must be an ncgeom.runs.Config of an image data set")
     device = check_device(config.device)
+    check_backend(config, device)
     if resume and out_dir is None:
         raise ValueError("resume needs out_dir, the run directory that holds checkpoint.pt")
-    checkpoint = load_checkpoint(Path(out_dir) / CHECKPOINT_FILE, config) if resume and out_dir is not None else None
-    data = read_image_data(config)  # bad data is reported before the run directory is made
-    check_batches(config.batches, data.y_train, config.batch_size)
-    budget.check_image_memory(config, data)
     with contextlib.ExitStack() as stack:
-        folder = None if out_dir is None else stack.enter_context(RunFolder(out_dir))
+        folder = checkpoint = None
+        if resume and out_dir is not None:
+            if not os.path.lexists(Path(out_dir) / CHECKPOINT_FILE):  # nothing to lock, nothing made
+                load_checkpoint(Path(out_dir) / CHECKPOINT_FILE, config)
+            # the run folder exists: locked before its checkpoint is read, its files untouched until every check
+            # (the checkpoint's file, digest and fields here, its tensors in ImageDriver) has passed
+            folder = stack.enter_context(RunFolder(out_dir))
+            checkpoint = load_checkpoint(folder.path / CHECKPOINT_FILE, config)
+        data = read_image_data(config)  # bad data is reported before the run directory is made
+        check_batches(config.batches, data.y_train, config.batch_size)
+        budget.check_image_memory(config, data)
+        if folder is None and out_dir is not None:
+            folder = stack.enter_context(RunFolder(out_dir))
         driver = ImageDriver(config, data, device=device, folder=folder, checkpoint=checkpoint)
         return train(driver, progress=progress)[0]

@@ -8,7 +8,8 @@ tensors, its optimizer, its evaluation, its checkpoints) and the loop holds the 
    huge ``init_scale``), then its run folder opened (config.json with one provenance record, history.jsonl);
 2. **steps**: for each batch of the epoch, the driver gives every stepping run's loss value, or says that the run's
    embeddings are not finite; a run whose embeddings or loss are not finite stops stepping for the rest of the
-   epoch (its failure says where); the driver then updates the runs still stepping;
+   epoch (its failure says where); the driver then updates the runs still stepping and says which of them now
+   have a non-finite gradient or parameters (:mod:`ncgeom.runs.divergence`): those stop too;
 3. **epoch end**, for each live run: the mean loss over the epoch's steps and, every ``metrics_every`` epochs and
    at the last, the metrics of docs/theory.md, section 8 (:meth:`Driver.evaluate`; non-finite embeddings are a
    failure too) with the norm of the gradient of the run's probe objective (:meth:`Driver.probe`,
@@ -93,8 +94,9 @@ class Driver(Protocol):
         """(an object for :meth:`update`, one entry per run): the loss value of each stepping run, or a failure
         message when its embeddings are not finite (entries of the other runs are ignored)."""
 
-    def update(self, losses: Any, stepping: list[bool]) -> None:
-        """One optimizer step of the runs still stepping; the others keep their parameters."""
+    def update(self, losses: Any, stepping: list[bool], *, epoch: int, step: int) -> list[str | None]:
+        """One optimizer step of the runs still stepping; the others keep their parameters. One entry per run: the
+        failure of a stepping run whose gradient or updated parameters are not finite, else None."""
 
     def evaluate(self, r: int, epoch: int, loss: float | None) -> EpochRecord | None:
         """Run r's epoch record with metrics, None when its embeddings are not finite."""
@@ -188,7 +190,9 @@ def _run_steps(driver: Driver, states: list[RunState], epoch: int, bar: _Bar) ->
                 continue
             stepping[r] = False
         if any(stepping):
-            driver.update(losses, stepping)
+            for state, moving, failure in zip(states, stepping, driver.update(losses, stepping, epoch=epoch, step=s)):
+                if moving and failure is not None:
+                    state.failure = failure
         bar.step(epoch, values[0] if stepping[0] else None)
         if not any(state.stepping for state in states):
             break

@@ -7,6 +7,8 @@ from these, so a run sees the same draws whichever driver trains it (docs/theory
   batches, and one torch.Generator for the model's weights, the sampled negatives and the noise positives);
   nothing global is seeded;
 - :func:`check_device`, :func:`step_generator`: the torch device of a run and the generator of its per-step draws;
+- :func:`check_backend`: the loss backend a config names is available for its device and dtype (checked with the
+  device, before a run, a stack or a sweep writes anything);
 - :func:`make_data`, :func:`vector_model`: the data and the encoder of a vector data set (gaussian, digits);
 - :func:`prepared_loss`: the batch loss of a config, a function of (z, labels): :func:`ncgeom.losses.batch_loss`
   with the config's setting, hardness, temperature, estimator, psi, backend and convention.
@@ -23,8 +25,8 @@ from ncgeom.data import LabeledData, gaussian_mixture, load_digits_data
 from ncgeom.runs.config import Config
 from ncgeom.vocabulary import device_type
 
-__all__ = ["Streams", "seed_streams", "step_generator", "check_device", "make_data", "vector_model", "prepared_loss",
-           "torch_dtype", "probe_batches", "probe_generator", "probe_seed", "PROBE_STREAM",
+__all__ = ["Streams", "seed_streams", "step_generator", "check_device", "check_backend", "make_data", "vector_model",
+           "prepared_loss", "torch_dtype", "probe_batches", "probe_generator", "probe_seed", "PROBE_STREAM",
            "random_reference_model"]
 
 #: The key that separates a run's probe stream from its four training streams (numpy.random.default_rng([seed, key])).
@@ -97,6 +99,32 @@ def check_device(device: str):
     return dev
 
 
+def check_backend(config: Config, device) -> None:
+    """``config.backend`` is available for a run of ``config`` on ``device`` (a torch.device), or ValueError naming
+    --backend and why not (exit 2 from the CLI, before anything is written).
+
+    "auto", "dense" and "blocked" run everywhere. "triton" needs CUDA (or Triton's interpreter,
+    ``TRITON_INTERPRET=1``), the triton package, the weighted estimator, the theory's convention, float32 or float64
+    and d <= 256: :func:`ncgeom.losses.batch.select_backend`'s own rule, asked with an empty batch of the run's
+    device, dtype and d. A run used to find out at its first step, after config.json and history.jsonl were
+    written; a stack used to train such a run with its own kernel, which ignores the backend.
+    """
+    if config.backend != "triton":
+        return
+    import torch
+
+    from ncgeom.losses.batch import select_backend  # imports torch (heavy): only for a triton run
+
+    probe = torch.empty((0, config.embedding_dim), dtype=torch_dtype(config), device=device)
+    try:
+        select_backend(probe, estimator=config.estimator, reduction="mean", detach_weights=config.detach_weights,
+                       requested="triton", convention=config.convention)
+    except ValueError as exc:
+        reason = str(exc).split(": ", 1)[-1]
+        raise ValueError(f"--backend triton: not available for this run on {device} ({config.dtype}): {reason}; "
+                         "use --backend auto, blocked or dense") from None
+
+
 def make_data(config: Config, *, rng: np.random.Generator) -> LabeledData:
     """The LabeledData of a config (Gaussian mixture or digits)."""
     if config.dataset == "digits":
@@ -133,7 +161,7 @@ def prepared_loss(config: Config, generator) -> Callable[[Any, Any], Any]:
 
     :func:`ncgeom.losses.batch_loss` with the config's setting, beta, tau, k, estimator, detach_weights, backend and
     convention; the sampled estimator draws its negatives from ``generator`` with the config's psi (the weighted
-    estimator is InfoNCE). Checked here, before a run writes anything: the backend is available for the device.
+    estimator is InfoNCE). The drivers check the backend first (:func:`check_backend`), before a run writes anything.
     """
     from ncgeom.losses import Psi, batch_loss, make_psi  # imports torch (heavy): only when a run starts
     from ncgeom.vocabulary import PsiName

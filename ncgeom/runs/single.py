@@ -15,7 +15,8 @@
 
 Failure modes: norm="none" lets the features grow without bound (the loss then tends to 0, below the NC value,
 docs/theory.md, section 9, claim 4); a very large lr or tiny tau can overflow float32 (use dtype="float64"):
-either ends the run as "diverged" at the first non-finite embedding or loss (ncgeom.runs.loop).
+either ends the run as "diverged" at the first non-finite loss, embedding, gradient or parameter
+(ncgeom.runs.loop, ncgeom.runs.divergence).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ncgeom.data import batches_per_epoch, epoch_batches, two_view_batch
 from ncgeom.runs.budget import check_run_memory
 from ncgeom.runs.config import Config
 from ncgeom.runs.convergence import PROBE_BATCHES, Probe, probe_model
+from ncgeom.runs.divergence import embeddings_message, update_failures
 from ncgeom.runs.evaluate import vector_record
 from ncgeom.runs.folder import RunFolder
 from ncgeom.runs.loop import RunState, train
@@ -39,6 +41,7 @@ from ncgeom.runs.nc_reference import run_nc_value
 from ncgeom.runs.records import EpochRecord
 from ncgeom.runs.result import Result
 from ncgeom.runs.setup import (
+    check_backend,
     check_device,
     make_data,
     prepared_loss,
@@ -78,7 +81,8 @@ class SingleDriver:
         self.x_train = torch.as_tensor(self.data.x_train, dtype=dtype, device=device)
         self.x_test = torch.as_tensor(self.data.x_test, dtype=dtype, device=device)
         self.y_train = torch.as_tensor(self.data.y_train, device=device)
-        self.optimizer = adam(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.params = list(self.model.parameters())
+        self.optimizer = adam(self.params, lr=config.lr, weight_decay=config.weight_decay)
         self.loss = prepared_loss(config, self.generator)
         self.indexed = bool(getattr(self.model, "takes_indices", False))
         self.steps_per_epoch = batches_per_epoch(config.batches, self.data.num_train, config.batch_size)
@@ -110,14 +114,15 @@ class SingleDriver:
 
         z, labels = self._forward(idx, self.generator)
         if not bool(torch.isfinite(z.detach()).all()):
-            return None, [f"embeddings became non-finite at epoch {epoch}, step {step}"]
+            return None, [embeddings_message(epoch, step)]
         loss = self.loss(z, labels)
         return loss, [loss.item()]
 
-    def update(self, loss: Any, stepping: list[bool]) -> None:
+    def update(self, loss: Any, stepping: list[bool], *, epoch: int, step: int) -> list[str | None]:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
+        return update_failures(self.params, runs=None, epoch=epoch, step=step)
 
     def probe(self) -> list[Probe | None]:
         self.probe_generator.manual_seed(probe_seed(self.config))
@@ -195,6 +200,7 @@ def run_single(config: Config, *, out_dir: str | Path | None = None, progress: b
         raise ValueError("config must be an ncgeom.runs.Config of a vector data set (gaussian, digits)")
     check_run_memory(config)  # before any data or model is allocated (the budget in force: ncgeom.budget)
     device = check_device(config.device)
+    check_backend(config, device)  # before the run folder is made
     with contextlib.ExitStack() as stack:
         folder = None if out_dir is None else stack.enter_context(RunFolder(out_dir))
         return train(SingleDriver(config, device=device, folder=folder), progress=progress)[0]

@@ -24,8 +24,9 @@ the stack key):
 The metrics are the single driver's (:func:`ncgeom.runs.evaluate.vector_record`) on each run's embeddings, at the
 same cadence; each run writes the same files through the same writer (:class:`ncgeom.runs.folder.RunFolder`).
 
-A run stops alone (ncgeom.runs.loop): a non-finite batch embedding or loss at a step, or non-finite embeddings at
-an epoch's end, marks it "diverged" with the reason; its parameters return to the last complete epoch and stay
+A run stops alone (ncgeom.runs.loop): a non-finite batch embedding, loss, gradient or updated parameter at a step
+(:mod:`ncgeom.runs.divergence`: the parameters are checked run by run after each update), or non-finite embeddings
+at an epoch's end, marks it "diverged" with the reason; its parameters return to the last complete epoch and stay
 frozen while the other runs go on.
 
 Tolerances against the single driver (tests/test_stacked.py): the sampled estimator, the Adam update and the
@@ -56,6 +57,7 @@ from ncgeom.data import LabeledData, class_balanced_batches, class_balanced_coun
 from ncgeom.runs.budget import check_run_memory, stack_memory_bytes
 from ncgeom.runs.config import Config
 from ncgeom.runs.convergence import PROBE_BATCHES, Probe, probe_model
+from ncgeom.runs.divergence import embeddings_message, update_failures
 from ncgeom.runs.evaluate import vector_record
 from ncgeom.runs.folder import RunFolder
 from ncgeom.runs.loop import RunState, train
@@ -63,6 +65,7 @@ from ncgeom.runs.nc_reference import run_nc_value
 from ncgeom.runs.records import EpochRecord
 from ncgeom.runs.result import Result
 from ncgeom.runs.setup import (
+    check_backend,
     check_device,
     make_data,
     prepared_loss,
@@ -284,16 +287,20 @@ class StackedDriver:
         losses = self._stack_losses(z, labels, active, self.losses_of)
         values: list[float | str] = [0.0] * len(self.states)
         for i, (r, v) in enumerate(zip(self.slots, losses.detach().tolist())):
-            values[r] = v if finite[i] else f"embeddings became non-finite at epoch {epoch}, step {step}"
+            values[r] = v if finite[i] else embeddings_message(epoch, step)
         return losses, values
 
-    def update(self, losses: Any, stepping: list[bool]) -> None:
+    def update(self, losses: Any, stepping: list[bool], *, epoch: int, step: int) -> list[str | None]:
         self.optimizer.zero_grad()
         losses.sum().backward()
         self.optimizer.step()
+        failures: list[str | None] = [None] * len(self.states)
+        found = update_failures(self.encoder.params, runs=len(self.slots), epoch=epoch, step=step)
         for i, r in enumerate(self.slots):
-            if not stepping[r]:  # failing now (or stopped, until it leaves): no update
+            failures[r] = found[i]
+            if not stepping[r] or found[i] is not None:  # frozen (failing or stopped, until it leaves): no update
                 self.encoder.restore(i, self._good)
+        return failures
 
     def probe(self) -> list[Probe | None]:
         """Every live run's probe (ncgeom.runs.convergence) from one stacked backward per probe batch: a run's loss
@@ -404,6 +411,8 @@ def run_stack(configs: Sequence[Config], *, out_dirs: Sequence[str | Path | None
         check_run_memory(c)
     require_within_budget("stack size", stack_memory_bytes(configs), what=f"a stack of {len(configs)} runs")
     device = check_device(configs[0].device)  # one device per stack (STACK_FIELDS)
+    for c in configs:  # the stacked kernel would ignore a backend: refused as the single driver refuses it
+        check_backend(c, device)
     with contextlib.ExitStack() as stack:
         folders = [None if d is None else stack.enter_context(RunFolder(d, lock=False)) for d in dirs]
         return train(StackedDriver(configs, device=device, folders=folders), progress=progress)

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal
+from typing import Any
 
 from ncgeom.validate import require_keys
-from ncgeom.vocabulary import EVIDENCE, Evidence
+from ncgeom.vocabulary import ABLATION_OUTCOMES, EVIDENCE, AblationOutcome, Evidence
 
 __all__ = ["AblationResult", "ABLATION_RESULTS", "THEOREMS"]
 
-AblationOutcome = Literal["holds", "fails"]
-ABLATION_RESULTS: tuple[AblationOutcome, ...] = ("holds", "fails")
+ABLATION_RESULTS: tuple[AblationOutcome, ...] = ABLATION_OUTCOMES  # ncgeom.vocabulary.AblationOutcome's words
 #: The theorems of docs/theory.md, section 4, whose hypotheses are ablated.
 THEOREMS: tuple[str, ...] = ("1", "2", "3")
 _HYPOTHESIS_ID = re.compile(r"^(\d+)\.(\d+) \S")

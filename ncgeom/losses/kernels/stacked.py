@@ -58,6 +58,8 @@ from typing import Any, NamedTuple
 
 import torch
 
+from ncgeom.ranges import require_beta, require_tau
+
 __all__ = ["TILE_ENTRIES", "GROUP_TILES", "LANES", "stacked_weighted", "loss_bytes"]
 
 #: Entries of the row blocks of one run when B'^2 exceeds it (1 MiB in float32; measured fastest on a 2-core
@@ -399,8 +401,9 @@ def stacked_weighted(z: torch.Tensor, labels: torch.Tensor, *, supervised: torch
     supervised : Tensor [R] (bool)
         N(i) = other classes (SCL, HSCL) or all m != i (UCL, HUCL).
     beta, tau : Tensor [R] (float64)
-        Effective hardness b >= 0 (:func:`ncgeom.vocabulary.effective_beta`: 0 for SCL, UCL) and temperature
-        tau > 0 of each run.
+        Effective hardness b (:func:`ncgeom.vocabulary.effective_beta`: 0 for SCL, UCL) and temperature tau of
+        each run, in the validated ranges of :mod:`ncgeom.ranges` (b in [0, 1e4], tau >= 1e-3; ValueError naming
+        the range otherwise), as ``batch_loss`` takes them.
     num_negatives : int or None
         Number of negatives k (None: k = |N(i)|, batch_loss's "batch").
     detach_weights : bool
@@ -418,4 +421,10 @@ def stacked_weighted(z: torch.Tensor, labels: torch.Tensor, *, supervised: torch
     """
     if z.ndim != 3 or labels.shape != z.shape[:2]:
         raise ValueError(f"z must be [R, B, d] and labels [R, B], got {tuple(z.shape)} and {tuple(labels.shape)}")
+    if beta.numel():  # the extremes (NaN propagates to both) against the one table of ranges, as batch_loss does
+        for value in (float(beta.min()), float(beta.max())):
+            require_beta(value)
+    if tau.numel():
+        for value in (float(tau.min()), float(tau.max())):
+            require_tau(value)
     return _StackedWeighted.apply(z, labels, supervised, beta, tau, num_negatives, detach_weights, band_width)
