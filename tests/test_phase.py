@@ -412,3 +412,26 @@ def test_every_cell_of_the_product_is_there(smoke):
     _, result = smoke
     assert {(c.ix, c.iy) for c in result.cells} == set(itertools.product(range(3), range(2)))
     assert Path(result.spec_path or "").name == "smoke.toml"
+
+
+def test_a_dask_cluster_trains_the_same_map(smoke, tmp_path):
+    """The units of a map go to a Dask cluster as to the process pool; the map is the same, run for run."""
+    distributed = pytest.importorskip("dask.distributed")
+    from ncgeom.campaigns.executors import dask_executor
+    from ncgeom.phase.run import run_map
+
+    root, serial = smoke
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp://",
+                                  host="127.0.0.1", dashboard_address=None) as cluster:  # loopback only
+        with dask_executor(cluster.scheduler_address) as ex:
+            remote = run_map(root / "smoke.toml", tmp_path / "d", scale="quick", executor=ex, figures=False)
+    assert remote.to_dict()["cells"] == serial.to_dict()["cells"]
+
+
+@pytest.mark.slow
+def test_a_process_pool_trains_the_same_map(smoke, tmp_path):
+    from ncgeom.phase.run import run_map
+
+    root, serial = smoke
+    pooled = run_map(root / "smoke.toml", tmp_path / "p", scale="quick", workers=2, figures=False)
+    assert pooled.to_dict()["cells"] == serial.to_dict()["cells"]

@@ -35,6 +35,8 @@ class ScaleParameters:
     certificate_cases : (setting, C, k, tau, domain) infonce cases certified by convex optimization,
         in addition to the certificates the verify stage ran
     figure_formats : image formats of the figures (tiny: PNG only, for speed)
+    phase_maps : the shipped phase maps (ncgeom.phase) the phase stage runs at this scale (tiny: the first one's 2 x 2
+        smoke map)
     hucl_betas, hucl_classes, hucl_starts : beta grid, C and number of L-BFGS starts of the HUCL
         exploration (used only when the verify stage did not produce one)
     """
@@ -53,6 +55,7 @@ class ScaleParameters:
     hucl_starts: int = 4
     verify_modules: tuple[str, ...] | None = None
     figure_formats: tuple[str, ...] = ("png", "pdf")
+    phase_maps: tuple[str, ...] = ("phase_classes_batch", "phase_norm_encoder", "phase_hucl_beta_dim")
 
 
 _PLAIN_SETTINGS = tuple(s for s in SETTINGS if not is_hard(s))  # scl, ucl: the certified cases
@@ -74,6 +77,7 @@ _SCALES = {
         hucl_starts=1,
         verify_modules=("harris",),
         figure_formats=("png",),
+        phase_maps=("phase_classes_batch",),
     ),
     "quick": ScaleParameters(
         name="quick",
