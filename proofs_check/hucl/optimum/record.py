@@ -1,0 +1,280 @@
+"""The HUCL-optimum record: one owner type for ``hucl_optimum.json`` (the data of fig_hucl_optimum and docs).
+
+:func:`compute_optimum` runs, for each case (C, d, k, tau) of :func:`cases`:
+
+- the local thresholds of NC among n points per class (``proofs_check.hucl.optimum.split``) and their interval
+  certificate;
+- the path of the best configuration along beta over n points per class and over collapsed classes alone
+  (``proofs_check.hucl.optimum.path``, numerical), with every change refined and classified;
+- for C = 3, d = 2: the certified global minimum over collapsed configurations at every grid beta and a certified
+  bracket of every first-order change of the collapsed path (``proofs_check.hucl.optimum.certify``, interval branch
+  and bound: evidence "exact"); for C = 4, d = 3 (k = 1, tau = 1) the same attempted at beta in {1, 2, 5, 10, 30} with
+  a box budget, the lower bound reached recorded when it does not close;
+- per (C, k, tau), the collision-aware bound B(beta) on the grid and, certified, at :data:`BOUND_CERTIFIED_BETAS`
+  (``proofs_check.hucl.optimum.bound``).
+
+:class:`HUCLOptimumRecord` holds it; ``to_dict`` / ``from_dict`` (unknown keys rejected) and :func:`write_optimum` /
+:func:`read_optimum` (strict JSON, atomic) are the only way the file is written and read. :func:`doc_numbers` prints
+the numbers docs/results.md quotes. ``python -m proofs_check.hucl.optimum.record --out FILE [--quick]`` computes
+and writes it.
+
+Source: docs/theory.md, section 4 ("HUCL: an open problem" and "The HUCL optimum along beta").
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ncgeom.atomic_io import atomic_write_json, read_json
+from ncgeom.provenance import provenance
+from ncgeom.theory import nc_value
+from ncgeom.validate import require_keys
+from proofs_check.hucl.optimum.bound import lagrangian_bound
+from proofs_check.hucl.optimum.certify import certify_minimum, certify_switch, parameters_of
+from proofs_check.hucl.optimum.path import BETA_GRID, OptimumPath, optimum_path
+from proofs_check.hucl.optimum.split import certify_threshold, local_thresholds
+
+__all__ = ["SCHEMA", "CASE_KEYS", "BOUND_CERTIFIED_BETAS", "C4_CERTIFIED_BETAS", "QUICK_BETAS", "HUCLOptimumRecord",
+           "cases", "compute_case", "compute_optimum", "write_optimum", "read_optimum", "doc_numbers"]
+
+SCHEMA = "hucl_optimum/1"
+BOUND_CERTIFIED_BETAS: tuple[float, ...] = (0.0, 1.0, 2.0, 5.0, 10.0, 30.0)
+C4_CERTIFIED_BETAS: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0)
+QUICK_BETAS: tuple[float, ...] = (0.0, 1.0, 2.0, 5.0)
+CERTIFY_EPS = 1e-7  # the stated epsilon of the certified minima (upper - lower <= CERTIFY_EPS)
+C4_MAX_BOXES = 200_000
+CASE_KEYS: tuple[str, ...] = ("num_classes", "dim", "num_negatives", "tau", "psi", "per_class", "local", "path",
+                              "collapsed_path", "certified", "switches", "seconds")
+
+
+@dataclass(frozen=True)
+class HUCLOptimumRecord:
+    """The record (module docstring): ``cases`` one dict per (C, d, k, tau) with the keys of :data:`CASE_KEYS`,
+    ``bounds`` one dict per (C, k, tau) and beta; ``settings`` the grids and tolerances; ``seconds`` the wall time."""
+
+    schema: str
+    quick: bool
+    settings: dict[str, Any]
+    cases: tuple[dict[str, Any], ...]
+    bounds: tuple[dict[str, Any], ...]
+    seconds: float
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> HUCLOptimumRecord:
+        """The inverse of :meth:`to_dict`; an unknown or missing key (top level or a case) raises ValueError."""
+        names = [f.name for f in fields(cls)]
+        require_keys("hucl optimum record", data, accepted=names, required=names)
+        if data["schema"] != SCHEMA:
+            raise ValueError(f"hucl optimum record: schema must be {SCHEMA!r}, got {data['schema']!r}")
+        for case in data["cases"]:
+            require_keys("hucl optimum case", case, accepted=CASE_KEYS, required=CASE_KEYS)
+        return cls(data["schema"], bool(data["quick"]), dict(data["settings"]), tuple(data["cases"]),
+                   tuple(data["bounds"]), float(data["seconds"]), dict(data["provenance"]))
+
+
+def cases(*, quick: bool) -> list[tuple[int, int, int, float, tuple[int, ...]]]:
+    """(C, d, k, tau, n values) of every case: quick C = 3, d = 2, k = 1, tau = 1, n in {1, 2}; full C in {3, 4}, d in
+    {C - 1, C}, (k, tau) in {1, 4} x {1, 0.5}, n in {1, 2, 3} (C = 4, k = 4: n in {1, 2}), and C in {5, 6} with k = 1,
+    tau = 1, n in {1, 2}."""
+    if quick:
+        return [(3, 2, 1, 1.0, (1, 2))]
+    out = []
+    for c in (3, 4):
+        for d in (c - 1, c):
+            for k, tau in ((1, 1.0), (1, 0.5), (4, 1.0), (4, 0.5)):
+                out.append((c, d, k, tau, (1, 2) if (c == 4 and k == 4) else (1, 2, 3)))
+    out += [(c, d, 1, 1.0, (1, 2)) for c in (5, 6) for d in (c - 1, c)]
+    return out
+
+
+def _point_summary(point) -> dict[str, Any]:
+    best = point.best
+    return {"beta": point.beta, "value": best.value, "nc_value": best.nc_value, "per_class": best.per_class,
+            "pattern": best.pattern.name, "collapsed": best.pattern.collapsed, "positions": list(best.pattern.positions),
+            "min_within": best.pattern.min_within, "class_gram": [list(r) for r in best.pattern.class_gram],
+            "rank": best.pattern.rank, "symmetry_order": best.pattern.symmetry_order,
+            "orbits": None if best.pattern.orbits is None else [list(o) for o in best.pattern.orbits],
+            "collisions": [list(p) for p in best.pattern.collisions], "pairs": [list(p) for p in best.pattern.pairs],
+            "max_grad": best.max_grad, "by_n": [{"per_class": s.per_class, "value": s.value, "pattern": s.pattern.name,
+                                                  "min_within": s.pattern.min_within} for s in point.by_n]}
+
+
+def _path_summary(path: OptimumPath) -> dict[str, Any]:
+    return {"per_class": list(path.per_class), "num_random": path.num_random, "refine_tol": path.refine_tol,
+            "seed": path.seed, "points": [_point_summary(p) for p in path.points],
+            "changes": [{"bracket": list(ch.bracket), "before": ch.before, "after": ch.after, "kind": ch.kind,
+                         "jump": ch.jump, "before_point": _point_summary(ch.before_point),
+                         "after_point": _point_summary(ch.after_point)} for ch in path.changes]}
+
+
+def _certificate_summary(cert) -> dict[str, Any]:
+    b = cert.bnb
+    return {"beta": cert.beta, "closed": b.closed, "lower": b.lower, "upper": b.upper, "eps": b.eps,
+            "best_parameters": list(b.best), "best_gram": [list(r) for r in cert.best_gram], "num_settled": b.num_settled,
+            "settled_hull": [list(x) for x in b.settled_hull], "evaluated": b.evaluated, "max_queue": b.max_queue,
+            "iterations": b.iterations, "seconds": b.seconds, "reason": b.reason}
+
+
+def compute_case(num_classes: int, dim: int, num_negatives: int, tau: float, per_class: Sequence[int], *,
+                 betas: Sequence[float], num_random: int, seed: int = 0, certify: bool = True,
+                 log: Callable[[str], None] = print) -> dict[str, Any]:
+    """One case of the record (module docstring)."""
+    t0 = time.perf_counter()
+    c, d, k = num_classes, dim, num_negatives
+    loc = local_thresholds(num_classes=c, dim=d, tau=tau, num_negatives=k)
+    local = loc.to_dict()
+    local["certificate"] = (certify_threshold(num_classes=c, dim=d, beta=loc.beta, tau=tau, num_negatives=k)
+                            if loc.beta is not None else None)
+    log(f"  C={c} d={d} k={k} tau={tau:g}: local thresholds {loc.per_block} ({time.perf_counter() - t0:.0f} s)")
+    collapsed = optimum_path(num_classes=c, dim=d, tau=tau, num_negatives=k, per_class=(1,), betas=betas,
+                             num_random=num_random, seed=seed)
+    log(f"  collapsed path: {len(collapsed.changes)} change(s) ({time.perf_counter() - t0:.0f} s)")
+    full = optimum_path(num_classes=c, dim=d, tau=tau, num_negatives=k, per_class=tuple(per_class), betas=betas,
+                        num_random=num_random, seed=seed + 1)
+    log(f"  path over n in {tuple(per_class)}: {len(full.changes)} change(s) ({time.perf_counter() - t0:.0f} s)")
+    certified: list[dict[str, Any]] = []
+    switches: list[dict[str, Any]] = []
+    if certify and (c, d) == (3, 2):
+        for point in collapsed.points:
+            start = parameters_of("C3_d2", np.asarray(point.best.pattern.class_gram))
+            cert = certify_minimum("C3_d2", beta=point.beta, tau=tau, num_negatives=k, eps=CERTIFY_EPS, starts=[start])
+            certified.append(_certificate_summary(cert))
+        for ch in collapsed.changes:
+            if ch.kind != "first-order":
+                continue
+            sw = certify_switch("C3_d2", before_gram=np.asarray(ch.before_point.best.pattern.class_gram),
+                                after_gram=np.asarray(ch.after_point.best.pattern.class_gram), bracket=ch.bracket,
+                                tau=tau, num_negatives=k)
+            switches.append({"search_bracket": list(ch.bracket), "before": ch.before, "after": ch.after, **sw})
+        log(f"  certified {sum(x['closed'] for x in certified)}/{len(certified)} minima, "
+            f"{sum(s['certified'] for s in switches)}/{len(switches)} switches ({time.perf_counter() - t0:.0f} s)")
+    elif certify and (c, d, k, tau) == (4, 3, 1, 1.0):
+        by_beta = {p.beta: p for p in collapsed.points}
+        for beta in C4_CERTIFIED_BETAS:
+            point = by_beta.get(beta)
+            starts = [] if point is None else [parameters_of("C4_d3", np.asarray(point.best.pattern.class_gram))]
+            cert = certify_minimum("C4_d3", beta=beta, tau=tau, num_negatives=k, eps=1e-6, starts=starts,
+                                   max_boxes=C4_MAX_BOXES)
+            certified.append(_certificate_summary(cert))
+            log(f"  C4_d3 beta={beta:g}: closed={cert.closed} lower={cert.bnb.lower:.6f} upper={cert.bnb.upper:.6f} "
+                f"({cert.bnb.seconds:.0f} s)")
+    return {"num_classes": c, "dim": d, "num_negatives": k, "tau": tau, "psi": "infonce", "per_class": list(per_class),
+            "local": local, "path": _path_summary(full), "collapsed_path": _path_summary(collapsed),
+            "certified": certified, "switches": switches, "seconds": time.perf_counter() - t0}
+
+
+def _bounds(num_classes: int, num_negatives: int, tau: float, *, betas: Sequence[float], certified_betas: Sequence[float],
+            log: Callable[[str], None]) -> list[dict[str, Any]]:
+    out = []
+    for beta in betas:
+        certify = beta in certified_betas
+        b = lagrangian_bound(num_classes=num_classes, beta=beta, tau=tau, num_negatives=num_negatives, certify=certify)
+        out.append({"num_classes": num_classes, "num_negatives": num_negatives, "tau": tau, "psi": "infonce",
+                    "beta": beta, "value": b.value, "nu": b.nu, "row": list(b.row), "rho": b.rho,
+                    "attained_by": b.attained_by, "attained_value": b.attained_value, "theorem13": b.theorem13,
+                    "nc_value": nc_value("hucl", "infonce", num_classes=num_classes, num_negatives=num_negatives,
+                                         beta=beta, tau=tau),
+                    "certified_lower": b.certified_lower,
+                    "certified_closed": None if b.certified is None else b.certified.closed,
+                    "certified_seconds": None if b.certified is None else b.certified.seconds})
+    log(f"  bound C={num_classes} k={num_negatives} tau={tau:g}: {len(out)} betas")
+    return out
+
+
+def compute_optimum(*, quick: bool, seed: int = 0, log: Callable[[str], None] = print) -> HUCLOptimumRecord:
+    """Compute the whole record (module docstring); quick: one case on :data:`QUICK_BETAS` (tens of seconds)."""
+    t0 = time.perf_counter()
+    betas = QUICK_BETAS if quick else BETA_GRID
+    num_random = 4 if quick else 8
+    out_cases = []
+    for c, d, k, tau, ns in cases(quick=quick):
+        out_cases.append(compute_case(c, d, k, tau, ns, betas=betas, num_random=num_random, seed=seed, log=log))
+    bounds: list[dict[str, Any]] = []
+    for c, k, tau in sorted({(c, k, tau) for c, _, k, tau, _ in cases(quick=quick)}):
+        certified = [b for b in BOUND_CERTIFIED_BETAS if b in betas] if c <= 4 else []
+        bounds += _bounds(c, k, tau, betas=betas, certified_betas=certified, log=log)
+    settings = {"betas": list(betas), "num_random": num_random, "seed": seed, "certify_eps": CERTIFY_EPS,
+                "bound_certified_betas": list(BOUND_CERTIFIED_BETAS), "c4_certified_betas": list(C4_CERTIFIED_BETAS),
+                "c4_max_boxes": C4_MAX_BOXES, "psi": "infonce"}
+    return HUCLOptimumRecord(SCHEMA, quick, settings, tuple(out_cases), tuple(bounds), time.perf_counter() - t0,
+                             provenance())
+
+
+def write_optimum(path: str | Path, record: HUCLOptimumRecord) -> Path:
+    """Write the record as strict JSON, atomically."""
+    return atomic_write_json(path, record.to_dict())
+
+
+def read_optimum(path: str | Path) -> HUCLOptimumRecord:
+    """Read a record written by :func:`write_optimum` (unknown keys rejected)."""
+    return HUCLOptimumRecord.from_dict(read_json(path))
+
+
+def doc_numbers(record: HUCLOptimumRecord) -> list[str]:
+    """The lines of numbers docs/results.md quotes, each from ``record`` (run ``python -m
+    proofs_check.hucl.optimum.record --print FILE``)."""
+    lines = [f"record: {'quick' if record.quick else 'full'}, {record.seconds:.0f} s, commit "
+             f"{record.provenance.get('git_commit')}"]
+    for case in record.cases:
+        head = f"C={case['num_classes']} d={case['dim']} k={case['num_negatives']} tau={case['tau']:g}"
+        loc = case["local"]
+        cert = loc.get("certificate") or {}
+        lines.append(f"{head}: local thresholds " + ", ".join(
+            f"{b} {v:.6f}" for b, v in loc["per_block"].items() if v is not None)
+            + f"; first {loc['block']} (certified: {cert.get('certified')})")
+        for name in ("collapsed_path", "path"):
+            for ch in case[name]["changes"]:
+                lines.append(f"{head} {name}: [{ch['bracket'][0]:.4f}, {ch['bracket'][1]:.4f}] {ch['kind']} "
+                             f"(jump {ch['jump']:.3g}): {ch['before']} -> {ch['after']}")
+        for p in case["path"]["points"]:
+            if p["beta"] in (2.0, 5.0, 10.0, 30.0):
+                lines.append(f"{head} beta={p['beta']:g}: best {p['value']:.6f} (n={p['per_class']}, {p['pattern']}), "
+                             f"NC {p['nc_value']:.6f}")
+        if case["certified"]:
+            closed = [x for x in case["certified"] if x["closed"]]
+            lines.append(f"{head} certified: {len(closed)}/{len(case['certified'])} closed, eps "
+                         f"{max(x['eps'] for x in case['certified']):g}, "
+                         f"{sum(x['seconds'] for x in case['certified']):.0f} s")
+            for x in case["certified"]:
+                if not x["closed"]:
+                    lines.append(f"  beta={x['beta']:g}: not closed, lower {x['lower']:.6f}, upper {x['upper']:.6f}: "
+                                 f"{x['reason']}")
+        for sw in case["switches"]:
+            lines.append(f"{head} switch certified={sw['certified']}: [{sw['bracket'][0]:.6f}, {sw['bracket'][1]:.6f}] "
+                         f"{sw['before']} -> {sw['after']}")
+    for b in record.bounds:
+        if b["beta"] in (0.0, 1.0, 2.0, 5.0, 10.0, 30.0):
+            lines.append(f"bound C={b['num_classes']} k={b['num_negatives']} tau={b['tau']:g} beta={b['beta']:g}: "
+                         f"B={b['value']:.6f} (certified >= {b['certified_lower']}), Thm1+3 {b['theorem13']:.6f}, "
+                         f"NC {b['nc_value']:.6f}, attained by {b['attained_by']}")
+    return lines
+
+
+def _cli() -> None:  # pragma: no cover - manual: python -m proofs_check.hucl.optimum.record
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", help="write the record here (JSON)")
+    parser.add_argument("--quick", action="store_true", help="one case, four betas")
+    parser.add_argument("--print", dest="show", help="print the doc numbers of an existing record and exit")
+    args = parser.parse_args()
+    if args.show:
+        print("\n".join(doc_numbers(read_optimum(args.show))))
+        return
+    record = compute_optimum(quick=args.quick, log=lambda m: print(f"[{time.strftime('%H:%M:%S')}] {m}", flush=True))
+    if args.out:
+        write_optimum(args.out, record)
+    print("\n".join(doc_numbers(record)))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _cli()
