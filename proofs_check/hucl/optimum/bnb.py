@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ncgeom.validate import require_int, require_real
 from proofs_check.hucl.optimum.intervals import Dual
@@ -69,9 +70,9 @@ class BnBResult:
         return asdict(self)
 
 
-def branch_and_bound(enclose: Callable[[np.ndarray, np.ndarray, bool], Dual], lo: Sequence[float], hi: Sequence[float],
+def branch_and_bound(enclose: Callable[[np.ndarray, np.ndarray, bool], Dual], lo: ArrayLike, hi: ArrayLike,
                      *, eps: float, outside: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
-                     free: Sequence[bool] | None = None, starts: Sequence[Sequence[float]] = (), per_side: int = 4,
+                     free: Sequence[bool] | None = None, starts: Sequence[ArrayLike] = (), per_side: int = 4,
                      max_boxes: int = MAX_BOXES, chunk: int = 20_000,
                      progress: Callable[[str], None] | None = None) -> BnBResult:
     """Certified enclosure of min f over the box [lo, hi] (module docstring)."""
@@ -85,8 +86,8 @@ def branch_and_bound(enclose: Callable[[np.ndarray, np.ndarray, bool], Dual], lo
     t0 = time.perf_counter()
     scale = dom_hi - dom_lo
     upper, best = math.inf, dom_lo / 2 + dom_hi / 2
-    for s in starts:
-        s = np.asarray(s, dtype=np.float64)[None, :]
+    for start in starts:
+        s = np.asarray(start, dtype=np.float64)[None, :]
         value = enclose(s, s, False).value
         if value.hi[0] < upper:
             upper, best = float(value.hi[0]), s[0].copy()

@@ -40,6 +40,7 @@ Sources: docs/theory.md, section 4 (Theorems 1 and 3; "HUCL: an open problem"); 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -160,7 +161,7 @@ def lagrangian_bound(*, num_classes: int, beta: float, tau: float = 1.0, num_neg
     c = require_int("num_classes", num_classes, min_value=2)
     beta = require_real("beta", beta, min_value=0.0)
     tau = require_real("tau", tau, min_value=0.0, min_inclusive=False)
-    opts = {"num_classes": c, "beta": beta, "tau": tau, "num_negatives": num_negatives, "psi": psi}
+    opts: dict[str, Any] = {"num_classes": c, "beta": beta, "tau": tau, "num_negatives": num_negatives, "psi": psi}
 
     def b_nu(nu: float) -> float:
         return inner_minimum(nu, **opts)[0] - nu
@@ -200,7 +201,7 @@ def lagrangian_bound(*, num_classes: int, beta: float, tau: float = 1.0, num_neg
 
 def certify_bound(nu: float, *, num_classes: int, beta: float, tau: float = 1.0, num_negatives: int = 1,
                   psi: PsiOption = "infonce", eps: float = 1e-7, max_boxes: int = MAX_BOXES,
-                  starts=()) -> BnBResult:
+                  starts: Sequence[Any] = ()) -> BnBResult:
     """Interval branch and bound of min over sorted m in [-1, 1]^{C-1} of F_beta(m) - nu 1^T m (module docstring);
     its lower end minus nu is a proven lower bound of every collapsed configuration's loss."""
     c = require_int("num_classes", num_classes, min_value=2)

@@ -120,11 +120,12 @@ def interval_row_loss(row: Sequence[Any], *, beta: float, tau: float, num_negati
     x = [one] + [((m - 1.0) * (1.0 / tau_i)).exp() for m in row]  # e^{(m_j - 1)/tau}
     scale = None if psi == "infonce" else 1.0 / iv.point(float(k))  # e^{-sigma} = 1/k for infonce-mean
     tuples, _ = multiset_table(len(tilt), k)
-    total = None
+    total: Any = None
     for tup in tuples:
         counts = np.bincount(tup, minlength=len(tilt))
         coef = math.factorial(k) // math.prod(math.factorial(int(c)) for c in counts)  # exact integer
-        weight, inner = None, None
+        weight: Any = None
+        inner: Any = None
         for j, count in enumerate(counts):
             if count == 0:
                 continue
@@ -147,7 +148,7 @@ def interval_loss(entries: dict[tuple[int, int], Any], *, num_classes: int, beta
     off-diagonal Gram entries {(c, c'): M_cc'} (Duals, c < c'): the mean over anchors c of
     :func:`interval_row_loss` of row c."""
     c = num_classes
-    total = None
+    total: Any = None
     for anchor in range(c):
         row = [entries[(min(anchor, o), max(anchor, o))] for o in range(c) if o != anchor]
         value = interval_row_loss(row, beta=beta, tau=tau, num_negatives=num_negatives, psi=psi)
@@ -188,7 +189,7 @@ def parameters_of(parametrization: str, gram: np.ndarray) -> np.ndarray:
         return np.array([arcs[0], arcs[1]])
     c = m.shape[0]
     i, j = np.unravel_index(np.argmin(m + 2 * np.eye(c)), m.shape)
-    order = [i, j] + [r for r in range(c) if r not in (i, j)]
+    order = [int(i), int(j)] + [r for r in range(c) if r not in (i, j)]
     m = m[np.ix_(order, order)]
     vals, vecs = np.linalg.eigh(m)
     v = vecs[:, -3:] * np.sqrt(np.clip(vals[-3:], 0, None))  # [4, 3] vectors with this Gram
@@ -207,7 +208,7 @@ def parameters_of(parametrization: str, gram: np.ndarray) -> np.ndarray:
 
 
 def certify_minimum(parametrization: str, *, beta: float, tau: float = 1.0, num_negatives: int = 1,
-                    psi: PsiOption = "infonce", eps: float = DEFAULT_EPS, starts: Sequence[np.ndarray] = (),
+                    psi: PsiOption = "infonce", eps: float = DEFAULT_EPS, starts: Sequence[Any] = (),
                     max_boxes: int = MAX_BOXES, progress: Callable[[str], None] | None = None) -> Certificate:
     """The certified global minimum of the collapsed HUCL loss (module docstring).
 
@@ -219,7 +220,7 @@ def certify_minimum(parametrization: str, *, beta: float, tau: float = 1.0, num_
     tau = require_real("tau", tau, min_value=0.0, min_inclusive=False)
     k = require_int("num_negatives", num_negatives, min_value=1)
     psi = require_choice("psi", psi, PSI_NAMES)
-    opts = {"beta": beta, "tau": tau, "num_negatives": k, "psi": psi}
+    opts: dict[str, Any] = {"beta": beta, "tau": tau, "num_negatives": k, "psi": psi}
     lo, hi = _domain(parametrization)
     result = branch_and_bound(
         lambda a, b, grad: loss_enclosure(parametrization, a, b, with_grad=grad, **opts), lo, hi, eps=eps,
@@ -264,7 +265,7 @@ def local_minimum(parametrization: str, start: np.ndarray, *, beta: float, tau: 
     gradients from the midpoints of the point enclosures): the branch followed by :func:`certify_switch`."""
     from scipy.optimize import minimize
 
-    opts = {"beta": beta, "tau": tau, "num_negatives": num_negatives, "psi": psi}
+    opts: dict[str, Any] = {"beta": beta, "tau": tau, "num_negatives": num_negatives, "psi": psi}
 
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
         d = loss_enclosure(parametrization, x[None, :], x[None, :], with_grad=True, **opts)
@@ -286,7 +287,7 @@ def certify_switch(parametrization: str, *, before_gram: np.ndarray, after_gram:
     Returns ``{"certified": both ends decided as A then B, "bracket": [lo, hi], "steps", "radius", ...}``; the switch
     (the first beta whose global minimizers leave A's neighbourhood) lies in [lo, hi].
     """
-    model = {"tau": tau, "num_negatives": num_negatives, "psi": psi}
+    model: dict[str, Any] = {"tau": tau, "num_negatives": num_negatives, "psi": psi}
     branches = {"A": parameters_of(parametrization, before_gram), "B": parameters_of(parametrization, after_gram)}
     radii: list[float] = []
 

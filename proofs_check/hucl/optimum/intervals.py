@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import mpmath
 import numpy as np
@@ -64,8 +65,8 @@ _INV_ODD = [(float(_down(1 / (2 * j + 1))), float(_up(1 / (2 * j + 1)))) for j i
 class Interval:
     """An array of intervals [lo, hi] (numpy float64, broadcastable shapes), with enclosing arithmetic."""
 
-    lo: np.ndarray
-    hi: np.ndarray
+    lo: Any
+    hi: Any
 
     def __post_init__(self):
         object.__setattr__(self, "lo", np.asarray(self.lo, dtype=np.float64))

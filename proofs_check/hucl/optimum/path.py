@@ -32,7 +32,7 @@ from proofs_check.hucl.optimum.patterns import gram_distance, signature
 from proofs_check.hucl.optimum.search import OptimumSearch, search_optimum
 
 __all__ = ["BETA_GRID", "PAPER_BETAS", "VALUE_TOL", "JUMP_TOL", "REFINE_TOL", "PathPoint", "Change", "OptimumPath",
-           "jump", "optimum_at", "optimum_path"]
+           "jump", "optimum_at", "optimum_path", "point_summary"]
 
 #: The grid over [0, 50]; it contains the betas the paper trains with (PAPER_BETAS).
 BETA_GRID: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0,
@@ -152,7 +152,7 @@ def optimum_path(*, num_classes: int, dim: int, tau: float = 1.0, num_negatives:
     if not per_class or min(per_class) < 1:
         raise ValueError(f"per_class must be a non-empty sequence of n >= 1, got {per_class}")
     generator = torch.Generator().manual_seed(int(seed))
-    common = {"num_classes": c, "dim": d, "per_class": tuple(per_class), "tau": tau, "num_negatives": num_negatives,
+    common: dict[str, Any] = {"num_classes": c, "dim": d, "per_class": tuple(per_class), "tau": tau, "num_negatives": num_negatives,
               "psi": psi, "num_random": num_random, "generator": generator}
     points: list[PathPoint] = []
     for beta in grid:
@@ -182,3 +182,16 @@ def _refine(left: PathPoint, right: PathPoint, *, refine_tol: float, common: dic
     distance = jump(lo.best, hi.best)
     return [Change((lo.beta, hi.beta), lo.best.pattern.name, hi.best.pattern.name, signature(lo.best.pattern),
                    signature(hi.best.pattern), distance, "first-order" if distance > JUMP_TOL else "continuous", lo, hi)]
+
+
+def point_summary(point: PathPoint) -> dict[str, Any]:
+    """A JSON-ready summary of a path point (the best configuration over n and every n's value)."""
+    best = point.best
+    return {"beta": point.beta, "value": best.value, "nc_value": best.nc_value, "per_class": best.per_class,
+            "pattern": best.pattern.name, "collapsed": best.pattern.collapsed, "positions": list(best.pattern.positions),
+            "min_within": best.pattern.min_within, "class_gram": [list(r) for r in best.pattern.class_gram],
+            "rank": best.pattern.rank, "symmetry_order": best.pattern.symmetry_order,
+            "orbits": None if best.pattern.orbits is None else [list(o) for o in best.pattern.orbits],
+            "collisions": [list(p) for p in best.pattern.collisions], "pairs": [list(p) for p in best.pattern.pairs],
+            "max_grad": best.max_grad, "by_n": [{"per_class": s.per_class, "value": s.value, "pattern": s.pattern.name,
+                                                  "min_within": s.pattern.min_within} for s in point.by_n]}

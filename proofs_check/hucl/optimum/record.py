@@ -38,7 +38,7 @@ from ncgeom.theory import nc_value
 from ncgeom.validate import require_keys
 from proofs_check.hucl.optimum.bound import lagrangian_bound
 from proofs_check.hucl.optimum.certify import certify_minimum, certify_switch, parameters_of
-from proofs_check.hucl.optimum.path import BETA_GRID, OptimumPath, optimum_path
+from proofs_check.hucl.optimum.path import BETA_GRID, OptimumPath, optimum_path, point_summary
 from proofs_check.hucl.optimum.split import certify_threshold, local_thresholds
 
 __all__ = ["SCHEMA", "CASE_KEYS", "BOUND_CERTIFIED_BETAS", "C4_CERTIFIED_BETAS", "QUICK_BETAS", "HUCLOptimumRecord",
@@ -89,7 +89,7 @@ def cases(*, quick: bool) -> list[tuple[int, int, int, float, tuple[int, ...]]]:
     tau = 1, n in {1, 2}."""
     if quick:
         return [(3, 2, 1, 1.0, (1, 2))]
-    out = []
+    out: list[tuple[int, int, int, float, tuple[int, ...]]] = []
     for c in (3, 4):
         for d in (c - 1, c):
             for k, tau in ((1, 1.0), (1, 0.5), (4, 1.0), (4, 0.5)):
@@ -98,24 +98,12 @@ def cases(*, quick: bool) -> list[tuple[int, int, int, float, tuple[int, ...]]]:
     return out
 
 
-def _point_summary(point) -> dict[str, Any]:
-    best = point.best
-    return {"beta": point.beta, "value": best.value, "nc_value": best.nc_value, "per_class": best.per_class,
-            "pattern": best.pattern.name, "collapsed": best.pattern.collapsed, "positions": list(best.pattern.positions),
-            "min_within": best.pattern.min_within, "class_gram": [list(r) for r in best.pattern.class_gram],
-            "rank": best.pattern.rank, "symmetry_order": best.pattern.symmetry_order,
-            "orbits": None if best.pattern.orbits is None else [list(o) for o in best.pattern.orbits],
-            "collisions": [list(p) for p in best.pattern.collisions], "pairs": [list(p) for p in best.pattern.pairs],
-            "max_grad": best.max_grad, "by_n": [{"per_class": s.per_class, "value": s.value, "pattern": s.pattern.name,
-                                                  "min_within": s.pattern.min_within} for s in point.by_n]}
-
-
 def _path_summary(path: OptimumPath) -> dict[str, Any]:
     return {"per_class": list(path.per_class), "num_random": path.num_random, "refine_tol": path.refine_tol,
-            "seed": path.seed, "points": [_point_summary(p) for p in path.points],
+            "seed": path.seed, "points": [point_summary(p) for p in path.points],
             "changes": [{"bracket": list(ch.bracket), "before": ch.before, "after": ch.after, "kind": ch.kind,
-                         "jump": ch.jump, "before_point": _point_summary(ch.before_point),
-                         "after_point": _point_summary(ch.after_point)} for ch in path.changes]}
+                         "jump": ch.jump, "before_point": point_summary(ch.before_point),
+                         "after_point": point_summary(ch.after_point)} for ch in path.changes]}
 
 
 def _certificate_summary(cert) -> dict[str, Any]:
@@ -162,8 +150,8 @@ def compute_case(num_classes: int, dim: int, num_negatives: int, tau: float, per
     elif certify and (c, d, k, tau) == (4, 3, 1, 1.0):
         by_beta = {p.beta: p for p in collapsed.points}
         for beta in C4_CERTIFIED_BETAS:
-            point = by_beta.get(beta)
-            starts = [] if point is None else [parameters_of("C4_d3", np.asarray(point.best.pattern.class_gram))]
+            found_point = by_beta.get(beta)
+            starts = [] if found_point is None else [parameters_of("C4_d3", np.asarray(found_point.best.pattern.class_gram))]
             cert = certify_minimum("C4_d3", beta=beta, tau=tau, num_negatives=k, eps=1e-6, starts=starts,
                                    max_boxes=C4_MAX_BOXES)
             certified.append(_certificate_summary(cert))

@@ -211,9 +211,12 @@ def local_thresholds(*, num_classes: int, dim: int, tau: float = 1.0, num_negati
     """The first sign change of every block eigenvalue on beta = 0, grid_step, ... <= beta_max, bisected to tol."""
     per: dict[str, float | None] = {}
     for b in blocks(num_classes, dim):
-        found = first_negative(lambda beta, b=b: curvature(b, num_classes=num_classes, beta=beta, tau=tau,
-                                                           num_negatives=num_negatives, psi=psi),
-                               grid_step=grid_step, beta_max=beta_max, tol=tol)
+
+        def value(beta: float, block: str = b) -> float:
+            return float(curvature(block, num_classes=num_classes, beta=beta, tau=tau, num_negatives=num_negatives,
+                                   psi=psi))
+
+        found = first_negative(value, grid_step=grid_step, beta_max=beta_max, tol=tol)
         per[b] = None if found is None else (found[0] + found[1]) / 2
     found_blocks = {b: v for b, v in per.items() if v is not None}
     first = min(found_blocks, key=found_blocks.__getitem__) if found_blocks else None
