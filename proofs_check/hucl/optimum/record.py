@@ -16,7 +16,8 @@
 :class:`HUCLOptimumRecord` holds it; ``to_dict`` / ``from_dict`` (unknown keys rejected) and :func:`write_optimum` /
 :func:`read_optimum` (strict JSON, atomic) are the only way the file is written and read. :func:`doc_numbers` prints
 the numbers docs/results.md quotes. ``python -m proofs_check.hucl.optimum.record --out FILE [--quick]`` computes
-and writes it.
+and writes it (``--only i,j`` a partial record, ``--bounds-only`` the bound rows, ``--assemble`` joins them: the
+full record in parallel processes).
 
 Source: docs/theory.md, section 4 ("HUCL: an open problem" and "The HUCL optimum along beta").
 """
@@ -42,7 +43,8 @@ from proofs_check.hucl.optimum.path import BETA_GRID, OptimumPath, optimum_path,
 from proofs_check.hucl.optimum.split import certify_threshold, local_thresholds
 
 __all__ = ["SCHEMA", "CASE_KEYS", "BOUND_CERTIFIED_BETAS", "C4_CERTIFIED_BETAS", "QUICK_BETAS", "HUCLOptimumRecord",
-           "cases", "compute_case", "compute_optimum", "write_optimum", "read_optimum", "doc_numbers"]
+           "cases", "compute_case", "compute_bounds", "compute_optimum", "assemble", "write_optimum", "read_optimum",
+           "doc_numbers"]
 
 SCHEMA = "hucl_optimum/1"
 BOUND_CERTIFIED_BETAS: tuple[float, ...] = (0.0, 1.0, 2.0, 5.0, 10.0, 30.0)
@@ -180,23 +182,54 @@ def _bounds(num_classes: int, num_negatives: int, tau: float, *, betas: Sequence
     return out
 
 
-def compute_optimum(*, quick: bool, seed: int = 0, log: Callable[[str], None] = print) -> HUCLOptimumRecord:
-    """Compute the whole record (module docstring); quick: one case on :data:`QUICK_BETAS` (tens of seconds)."""
-    t0 = time.perf_counter()
+def _settings(*, quick: bool, seed: int) -> dict[str, Any]:
     betas = QUICK_BETAS if quick else BETA_GRID
-    num_random = 4 if quick else 8
-    out_cases = []
-    for c, d, k, tau, ns in cases(quick=quick):
-        out_cases.append(compute_case(c, d, k, tau, ns, betas=betas, num_random=num_random, seed=seed, log=log))
+    return {"betas": list(betas), "num_random": 4 if quick else 8, "seed": seed, "certify_eps": CERTIFY_EPS,
+            "bound_certified_betas": list(BOUND_CERTIFIED_BETAS), "c4_certified_betas": list(C4_CERTIFIED_BETAS),
+            "c4_max_boxes": C4_MAX_BOXES, "psi": "infonce"}
+
+
+def compute_bounds(*, quick: bool, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """The bound rows of the record: every (C, k, tau) of :func:`cases` on the record's beta grid."""
+    betas = QUICK_BETAS if quick else BETA_GRID
     bounds: list[dict[str, Any]] = []
     for c, k, tau in sorted({(c, k, tau) for c, _, k, tau, _ in cases(quick=quick)}):
         certified = [b for b in BOUND_CERTIFIED_BETAS if b in betas] if c <= 4 else []
         bounds += _bounds(c, k, tau, betas=betas, certified_betas=certified, log=log)
-    settings = {"betas": list(betas), "num_random": num_random, "seed": seed, "certify_eps": CERTIFY_EPS,
-                "bound_certified_betas": list(BOUND_CERTIFIED_BETAS), "c4_certified_betas": list(C4_CERTIFIED_BETAS),
-                "c4_max_boxes": C4_MAX_BOXES, "psi": "infonce"}
+    return bounds
+
+
+def compute_optimum(*, quick: bool, seed: int = 0, log: Callable[[str], None] = print,
+                    only: Sequence[int] | None = None) -> HUCLOptimumRecord:
+    """Compute the record (module docstring); quick: one case on :data:`QUICK_BETAS` (tens of seconds).
+
+    ``only``: indices into :func:`cases` to compute (the others are left out; :func:`assemble` joins partial records
+    computed in separate processes), and then no bounds (``compute_bounds`` gives them).
+    """
+    t0 = time.perf_counter()
+    settings = _settings(quick=quick, seed=seed)
+    chosen = list(enumerate(cases(quick=quick)))
+    if only is not None:
+        chosen = [(i, x) for i, x in chosen if i in set(only)]
+    out_cases = [compute_case(c, d, k, tau, ns, betas=settings["betas"], num_random=settings["num_random"], seed=seed,
+                              log=log) for _, (c, d, k, tau, ns) in chosen]
+    bounds = compute_bounds(quick=quick, log=log) if only is None else []
     return HUCLOptimumRecord(SCHEMA, quick, settings, tuple(out_cases), tuple(bounds), time.perf_counter() - t0,
                              provenance())
+
+
+def assemble(parts: Sequence[HUCLOptimumRecord], bounds: Sequence[dict[str, Any]]) -> HUCLOptimumRecord:
+    """One record from partial ones (the same settings; cases in the order of :func:`cases`) and the bound rows;
+    ``seconds`` is the sum of the parts' (CPU-bound processes: the compute time, not the wall time)."""
+    if not parts:
+        raise ValueError("parts must hold at least one partial record")
+    if any(p.settings != parts[0].settings or p.quick != parts[0].quick for p in parts):
+        raise ValueError("parts must share quick and settings")
+    order = {(c, d, k, tau): i for i, (c, d, k, tau, _) in enumerate(cases(quick=parts[0].quick))}
+    all_cases = sorted((x for p in parts for x in p.cases),
+                       key=lambda x: order[(x["num_classes"], x["dim"], x["num_negatives"], x["tau"])])
+    return HUCLOptimumRecord(SCHEMA, parts[0].quick, parts[0].settings, tuple(all_cases), tuple(bounds),
+                             sum(p.seconds for p in parts), {**parts[0].provenance, "assembled_from": len(parts)})
 
 
 def write_optimum(path: str | Path, record: HUCLOptimumRecord) -> Path:
@@ -253,12 +286,24 @@ def _cli() -> None:  # pragma: no cover - manual: python -m proofs_check.hucl.op
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", help="write the record here (JSON)")
     parser.add_argument("--quick", action="store_true", help="one case, four betas")
+    parser.add_argument("--only", help="comma-separated indices into cases(): a partial record, no bounds")
+    parser.add_argument("--bounds-only", action="store_true", help="write only the bound rows (a JSON list)")
+    parser.add_argument("--assemble", nargs="+", help="partial records to join; with --bounds FILE")
+    parser.add_argument("--bounds", help="the bound rows (from --bounds-only) for --assemble")
     parser.add_argument("--print", dest="show", help="print the doc numbers of an existing record and exit")
     args = parser.parse_args()
     if args.show:
         print("\n".join(doc_numbers(read_optimum(args.show))))
         return
-    record = compute_optimum(quick=args.quick, log=lambda m: print(f"[{time.strftime('%H:%M:%S')}] {m}", flush=True))
+    log = lambda m: print(f"[{time.strftime('%H:%M:%S')}] {m}", flush=True)  # noqa: E731
+    if args.bounds_only:
+        atomic_write_json(args.out, compute_bounds(quick=args.quick, log=log))
+        return
+    if args.assemble:
+        record = assemble([read_optimum(p) for p in args.assemble], read_json(args.bounds) if args.bounds else [])
+    else:
+        only = None if args.only is None else [int(x) for x in args.only.split(",")]
+        record = compute_optimum(quick=args.quick, log=log, only=only)
     if args.out:
         write_optimum(args.out, record)
     print("\n".join(doc_numbers(record)))
