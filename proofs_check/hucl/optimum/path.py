@@ -35,8 +35,7 @@ __all__ = ["BETA_GRID", "PAPER_BETAS", "VALUE_TOL", "JUMP_TOL", "REFINE_TOL", "P
            "jump", "optimum_at", "optimum_path", "point_summary"]
 
 #: The grid over [0, 50]; it contains the betas the paper trains with (PAPER_BETAS).
-BETA_GRID: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0,
-                                12.5, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0)
+BETA_GRID: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 50.0)
 PAPER_BETAS: tuple[float, ...] = (2.0, 5.0, 10.0, 30.0)
 # float64 losses are means of <= N n M terms of size O(1): rounding <= ~1e-14; the searches end with gradient
 # norms <= ~1e-7, i.e. values within ~1e-13 of their local minimum; 1e-10 separates ties from differences.
