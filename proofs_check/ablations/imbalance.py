@@ -27,10 +27,13 @@ What is searched (numerical). For each r of a grid, a batched multi-start L-BFGS
 "merged" configuration (majority at -u, every minority at u) each perturbed by ``START_NOISE``, and the previous
 r's winner (continuation). The winner is described by its minority-minority inner products: the minority
 classes are pulled together as r grows and, beyond a ratio r_mc, merge into one point antipodal to the majority
-(minority collapse). r_mc is bisected on the searched winner to ``RATIO_TOL`` (quick: ``QUICK_RATIO_TOL``). For beta = 0 a closed form
-gives the ratio r_loc above which the merged configuration is a local minimizer (second variation
-(a - (C - 1) b)/2 |x|^2 along minority spreads x with sum 0, a = S_1m g'(-1), b = S_mm g'(1); :func:`merge_ratio`):
-SCL r(r + 2C - 3) = 2 (C - 1)^2 kappa, UCL r = (C - 1) kappa, kappa = g'(1)/g'(-1) = (1 + e^{2/tau})/2.
+(minority collapse, a supercritical pitchfork). r_mc is where the merged configuration becomes a local minimizer:
+the second variation along minority spreads x with sum 0 is (a - (C - 1) b)/2 |x|^2 (:func:`merge_criterion`, with the
+tilt's term for HSCL), and :func:`merge_ratio` is its root in r. For beta = 0 it has a closed form (a = S_1m g'(-1),
+b = S_mm g'(1)): SCL r(r + 2C - 3) = 2 (C - 1)^2 kappa, UCL r = (C - 1) kappa, kappa = g'(1)/g'(-1) = (1 + e^{2/tau})/2.
+The search's own bisection on the winner (to ``RATIO_TOL``, quick: ``QUICK_RATIO_TOL``; "merged" when the smallest
+minority inner product is >= 1 - MERGE_TOL) is reported as a cross-check: near r_mc the unmerged branch is within
+MERGE_TOL of merged, so that bracket can sit just below r_mc.
 
 Sources: docs/theory.md, section 4 (Theorems 2 and 3, hypothesis 1) and section 5; jiang2025hard, Theorems 2-3;
 the minority-collapse picture of fang2021exploring (cross-entropy, layer-peeled model).
@@ -57,7 +60,7 @@ from proofs_check.hucl.search import multistart
 __all__ = [
     "PRIOR_FAMILY", "BETAS", "TAU", "SEED", "START_NOISE", "MERGE_TOL", "RATIO_TOL", "QUICK_RATIO_TOL", "SEARCH_TOL",
     "imbalanced_prior", "collapsed_loss", "population_value", "etf_value", "etf_criticality_defect",
-    "merge_ratio", "merged_configuration", "best_configuration", "imbalance_table", "ablations", "ablations_with_table",
+    "merge_criterion", "merge_ratio", "merged_configuration", "best_configuration", "imbalance_table", "ablations", "ablations_with_table",
 ]
 
 PRIOR_FAMILY = "lambda(r) = (r, 1, ..., 1)/(r + C - 1) (one majority class, class 0)"
@@ -151,17 +154,73 @@ def etf_criticality_defect(num_classes: int, ratio: Fraction, setting: Setting) 
     return s_m1 - s_mm
 
 
-def merge_ratio(num_classes: int, setting: Setting, *, tau: float = TAU) -> float:
-    """r_loc (beta = 0): above it the merged configuration (majority at -u, minorities at u) is a local minimizer
-    (module docstring). SCL: the root of r(r + 2C - 3) = 2 (C - 1)^2 kappa; UCL: (C - 1) kappa. Example: C = 3, SCL, tau = 1:
-    r(r + 3) = 8 (1 + e^2)/2, r = 4.4838."""
+def merge_criterion(num_classes: int, setting: Setting, ratio: float, *, beta: float = 0.0, tau: float = TAU) -> float:
+    """Delta(r, beta) = a - (C - 1) b: > 0 iff the merged configuration is a strict local minimizer along every minority
+    spread (module docstring, with the tilt). Derivation [derived]: a spread x_m (x_m orthogonal to u, sum_m x_m = 0)
+    of size eps changes M_0m = -1 + eps^2 |x_m|^2 / 2 and M_mm' = 1 - eps^2 |x_m - x_m'|^2 / 2, so to second order
+
+    .. math::
+
+        \\delta L = \\frac{\\varepsilon^2}{2}\\Big[\\sum_m A_{0m} |x_m|^2 - \\sum_{m < m'} A_{mm'} |x_m - x_{m'}|^2\\Big]
+                  = \\frac{\\varepsilon^2}{2} \\big(a - (C - 1) b\\big) \\sum_m |x_m|^2,
+
+    with A_cc' = lambda_c dL_c/dM_cc' + lambda_c' dL_c'/dM_c'c the derivative of L in the inner product of the pair,
+    dL_c/dM_cc' = q_c(c') [g'(M_cc') + beta (g(M_cc') - L_c)] (the tilt's term: q_c moves with M), a = A_0m and b = A_mm'
+    at the merged configuration (equal by symmetry). At beta = 0 its root is :func:`merge_ratio`'s closed form.
+    """
     c = require_int("num_classes", num_classes, min_value=3)
-    setting = require_choice("setting", setting, ("scl", "ucl"))
-    kappa = (1.0 + math.exp(2.0 / tau)) / 2.0  # g'(1) / g'(-1), g'(m) = expit((m - 1) / tau) / tau
-    if setting == "ucl":
-        return (c - 1) * kappa
-    b = 2 * c - 3
-    return (-b + math.sqrt(b * b + 8 * (c - 1) ** 2 * kappa)) / 2
+    setting = require_choice("setting", setting, SETTINGS)
+    beta = effective_beta(setting, require_real("beta", beta, min_value=0.0))
+    r = require_real("ratio", ratio, min_value=1.0)
+    lam_major, lam_minor = r / (r + c - 1), 1.0 / (r + c - 1)
+
+    def g(m: float) -> float:
+        return math.log1p(math.exp((m - 1.0) / tau))
+
+    def g1(m: float) -> float:
+        return 1.0 / (1.0 + math.exp(-(m - 1.0) / tau)) / tau
+
+    own = 0.0 if is_supervised(setting) else 1.0  # the anchor's own class among the negatives (UCL, HUCL)
+    # majority anchor: minorities at -1 (each lam_minor e^{-beta}); own class at +1 when unsupervised
+    w_minor, w_own0 = lam_minor * math.exp(-beta), own * lam_major * math.exp(beta)
+    z0 = (c - 1) * w_minor + w_own0
+    loss0 = ((c - 1) * w_minor * g(-1.0) + w_own0 * g(1.0)) / z0
+    d0 = w_minor / z0 * (g1(-1.0) + beta * (g(-1.0) - loss0))
+    # minority anchor: majority at -1, the other C - 2 minorities at +1, and itself at +1 when unsupervised
+    w_major, w_other = lam_major * math.exp(-beta), lam_minor * math.exp(beta)
+    zm = w_major + (c - 2 + own) * w_other
+    lossm = (w_major * g(-1.0) + (c - 2 + own) * w_other * g(1.0)) / zm
+    dm_major = w_major / zm * (g1(-1.0) + beta * (g(-1.0) - lossm))
+    dm_other = w_other / zm * (g1(1.0) + beta * (g(1.0) - lossm))
+    a = lam_major * d0 + lam_minor * dm_major
+    b = 2 * lam_minor * dm_other
+    return a - (c - 1) * b
+
+
+def merge_ratio(num_classes: int, setting: Setting, *, beta: float = 0.0, tau: float = TAU,
+                r_max: float = 1e6) -> float | None:
+    """r_mc: above it the merged configuration (majority at -u, minorities at u) is a local minimizer (module
+    docstring); the root of :func:`merge_criterion` in r (brentq to 1e-12 relative), None when it has none in
+    [1, r_max]. At beta = 0 the closed forms: SCL the root of r(r + 2C - 3) = 2 (C - 1)^2 kappa; UCL (C - 1) kappa.
+    Example: C = 3, SCL, tau = 1: r(r + 3) = 8 (1 + e^2)/2, r = 4.4838."""
+    c = require_int("num_classes", num_classes, min_value=3)
+    setting = require_choice("setting", setting, SETTINGS)
+    beta = effective_beta(setting, require_real("beta", beta, min_value=0.0))
+    if beta == 0.0:
+        kappa = (1.0 + math.exp(2.0 / tau)) / 2.0  # g'(1) / g'(-1), g'(m) = expit((m - 1) / tau) / tau
+        if not is_supervised(setting):
+            return (c - 1) * kappa
+        b = 2 * c - 3
+        return (-b + math.sqrt(b * b + 8 * (c - 1) ** 2 * kappa)) / 2
+    from scipy.optimize import brentq
+
+    f = lambda r: merge_criterion(c, setting, r, beta=beta, tau=tau)  # noqa: E731
+    grid = np.geomspace(1.0, r_max, 241)
+    values = [f(r) for r in grid]
+    for lo, hi, flo, fhi in zip(grid, grid[1:], values, values[1:]):
+        if flo <= 0 < fhi:
+            return float(brentq(f, lo, hi, xtol=1e-13, rtol=1e-12))
+    return None
 
 
 def merged_configuration(num_classes: int, dim: int) -> np.ndarray:
@@ -258,12 +317,15 @@ def imbalance_table(*, quick: bool, seed: int = SEED) -> dict[str, Any]:
             flips = [i for i in range(1, len(rows)) if rows[i]["merged"] and not rows[i - 1]["merged"]]
             bracket = (_bisect_merge(c, d, setting, beta, rows[flips[0] - 1], rows[flips[0]], num_random=num_random,
                                      rng=rng, ratio_tol=ratio_tol, max_iter=max_iter) if flips else None)
+            r_mc = merge_ratio(c, setting, beta=beta)
             curves.append({
                 "setting": setting, "beta": beta, "num_classes": c, "dim": d, "ratios": ratios,
                 "gap": [row["gap"] for row in rows], "minority_inner": [row["minority_inner"] for row in rows],
                 "majority_inner": [row["majority_inner"] for row in rows], "merged": [row["merged"] for row in rows],
                 "merge_bracket": bracket,
-                "merge_ratio_closed_form": merge_ratio(c, setting) if beta == 0 else None,
+                "merge_ratio_closed_form": r_mc,
+                "merge_bracket_holds_criterion": (None if bracket is None or r_mc is None else
+                                                  bracket[0] - ratio_tol <= r_mc <= bracket[1] + ratio_tol),
                 "etf_not_critical_for_r_gt_1": all(etf_criticality_defect(c, Fraction(r), setting) != 0
                                                    for r in ratios if r > 1),
                 "last": rows[-1], "first": {k: rows[0][k] for k in ("gap", "etf_residual", "loss_best", "loss_etf")},
@@ -326,9 +388,14 @@ def ablations_with_table(*, quick: bool) -> tuple[list[AblationResult], dict[str
                 "r_star_evidence": "exact: for C >= 3 and r != 1 the ETF is not a critical point (S_m1 != S_mm', "
                                    "exact rationals; module docstring), for every beta; the gap sizes are numerical",
                 "merge": [{"num_classes": cv["num_classes"], "dim": cv["dim"], "bracket": cv["merge_bracket"],
-                           "closed_form_local": cv["merge_ratio_closed_form"]} for cv in curves],
+                           "closed_form_local": cv["merge_ratio_closed_form"],
+                           "bracket_holds_closed_form": cv["merge_bracket_holds_criterion"]} for cv in curves],
+                "merge_evidence": ("r_mc: the root of the second-variation criterion a - (C - 1) b with the tilt term "
+                                   "(merge_criterion; closed forms at beta = 0); the search's bisection bracket (merge "
+                                   "tolerance MERGE_TOL) is a cross-check only"),
                 "curves": [{k: cv[k] for k in ("num_classes", "dim", "ratios", "gap", "minority_inner", "majority_inner",
-                                               "merged", "merge_bracket", "merge_ratio_closed_form")} for cv in curves],
+                                               "merged", "merge_bracket", "merge_ratio_closed_form",
+                                               "merge_bracket_holds_criterion")} for cv in curves],
                 "gap_at_r_1": [cv["first"]["gap"] for cv in curves],
                 "coverage": {"random_starts": table["num_random"], "structured_starts": ["ETF", "merged", "previous winner"],
                              "start_noise": START_NOISE, "optimizer": "batched L-BFGS float64, strong Wolfe",
