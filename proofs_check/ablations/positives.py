@@ -22,6 +22,11 @@ Compared configurations:
   to classes by a best-improvement swap search on L_label (:func:`cross_polytope_labelling`);
 - a multi-start search over free instance-level configurations (batched L-BFGS, float64).
 
+The labelling minimizes L_label over every assignment of the instances to the vertices: a swap search finds it and
+:func:`labelling_optimum` proves it optimal by exhaustive search modulo symmetry (integers). :func:`local_threshold`
+gives rho_loc, where the Hessian of L_rho at NC modulo rotations first loses positivity (a generalized eigenvalue
+problem); a rho* below it makes the switch first order.
+
 NC vs cross-polytope is decided exactly: both losses are sums of rational weights times log(1 + e^a) with
 rational a (:func:`exact_terms`), and the crossing rho_CP = (A - N)/(A - B) (A, B: label and instance losses of
 the cross-polytope, N: NC) is enclosed in interval arithmetic. The rho* at which NC stops being optimal among
@@ -34,6 +39,8 @@ Theorem 3.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import time
 from collections import defaultdict
 from fractions import Fraction
@@ -41,6 +48,7 @@ from typing import Any
 
 import mpmath
 import numpy as np
+import scipy.linalg
 
 from ncgeom.geometry import simplex_etf
 from ncgeom.population import FiniteLatentModel, population_loss
@@ -48,6 +56,7 @@ from ncgeom.theory import nc_value
 from ncgeom.validate import require_int, require_real
 from proofs_check.ablations.records import AblationResult
 from proofs_check.counterexample import cross_polytope_formula, nc_formula
+from proofs_check.hucl.local import tangent_complement
 from proofs_check.hucl.search import multistart
 
 __all__ = [
@@ -63,6 +72,8 @@ __all__ = [
     "exact_value",
     "cross_polytope_crossing",
     "search_below_nc",
+    "local_threshold",
+    "labelling_optimum",
     "dependent_positives",
     "ablations",
 ]
@@ -229,6 +240,95 @@ def search_below_nc(num_classes: int, m: int, rho: float, *, num_random: int, ge
     return float(found.values[found.best]), found.vectors[found.best]
 
 
+def local_threshold(num_classes: int) -> dict[str, Any]:
+    """rho_loc: the smallest rho at which NC stops being a strict local minimizer of L_rho modulo rotations.
+
+    L_rho is affine in rho, so its Hessian at NC (a critical point for every rho, by symmetry) is
+    H(rho) = (1 - rho) H_label + rho H_inst, both in an orthonormal basis of the tangent space orthogonal to the
+    rotations (:func:`proofs_check.hucl.local.tangent_complement`; autograd, float64). With H_label positive definite
+    (Theorem 3: NC is a strict local minimizer at rho = 0), H(rho) is singular exactly when
+    (H_label - H_inst) v = (1/rho) H_label v: rho_loc = 1 / mu_max, mu_max the largest generalized eigenvalue
+    (scipy.linalg.eigh), when mu_max > 1 (else NC stays a local minimizer up to rho = 1). Cross-check: the smallest
+    eigenvalue of H(rho) at rho_loc -/+ 1e-6 (> 0, < 0).
+    """
+    import torch  # heavy optional import
+
+    c = require_int("num_classes", num_classes, min_value=3)
+    m = instances_per_class(c)
+    labels = _labels(c, m)
+    nc = nc_configuration(c, m)
+    basis = torch.as_tensor(tangent_complement(nc))
+    z0 = torch.as_tensor(nc)
+    hessians = []
+    for rho in (0.0, 1.0):
+        h = torch.autograd.functional.hessian(
+            lambda x, rho=rho: mixed_loss(z0 + (basis @ x).reshape(z0.shape), labels, rho),
+            torch.zeros(basis.shape[1], dtype=torch.float64)).numpy()
+        hessians.append((h + h.T) / 2)
+    h_label, h_inst = hessians
+    mu = scipy.linalg.eigh(h_label - h_inst, h_label, eigvals_only=True)
+    rho_loc = float(1.0 / mu.max()) if mu.max() > 1 else None
+
+    def smallest(rho: float) -> float:
+        return float(np.linalg.eigvalsh((1 - rho) * h_label + rho * h_inst)[0])
+
+    return {"rho_loc": rho_loc, "mu_max": float(mu.max()), "h_label_min": smallest(0.0), "h_instance_min": smallest(1.0),
+            "below": None if rho_loc is None else smallest(rho_loc - 1e-6),
+            "above": None if rho_loc is None else smallest(rho_loc + 1e-6), "dimension": int(basis.shape[1]),
+            "method": "generalized eigenvalues of (H_label - H_inst, H_label), autograd Hessians at NC modulo rotations"}
+
+
+def labelling_optimum(num_classes: int, m: int, *, vertex: np.ndarray | None = None) -> dict[str, Any]:
+    """Exhaustive search of the cross-polytope labelling modulo symmetry (exact, integers).
+
+    With n/(2d) instances at each vertex, an anchor's negatives have the same similarity law at every vertex (1/(2d)
+    at +1 and at -1, the rest at 0), so L_label = const + (h(1) - h(0)) S + (h(-1) - h(0)) A [derived], h decreasing,
+    where S = sum_c sum_v N_cv^2 (ordered same-vertex pairs of a class) and A = 2 sum_c sum_i N_c,+i N_c,-i (antipodal
+    pairs) for the count matrix N [C, 2d] (row sums m, column sums n/(2d)). Any labelling with A = 0 and S = S_max
+    (the largest S of all labellings) minimizes L_label. S_max is found by dynamic programming over the classes, the
+    state being the remaining vertex capacities modulo the hyperoctahedral group (antipodal pairs sorted, pairs
+    permuted): every count matrix is covered. Returns S_max, the smallest A among labellings with S_max, the
+    statistics of ``vertex`` (the vertex [Cm] of each instance; default :func:`cross_polytope_labelling`) and whether
+    it is optimal.
+    """
+    c = require_int("num_classes", num_classes, min_value=3)
+    d, m = c - 1, require_int("m", m, min_value=1)
+    vertices, per = 2 * d, c * m // (2 * (c - 1))
+    vecs = np.array([v for v in itertools.product(range(min(m, per) + 1), repeat=vertices) if sum(v) == m],
+                    dtype=np.int64)
+    same = (vecs**2).sum(axis=1)
+    anti = 2 * (vecs[:, 0::2] * vecs[:, 1::2]).sum(axis=1)
+
+    def canon(caps: np.ndarray) -> list[tuple[tuple[int, int], ...]]:
+        pairs = np.sort(caps.reshape(len(caps), d, 2), axis=2)
+        return [tuple(sorted((int(a), int(b)) for a, b in row)) for row in pairs]
+
+    @functools.cache
+    def best(key: tuple[tuple[int, int], ...], left: int) -> tuple[int, int]:
+        """(max S, then min A) over the remaining ``left`` classes with capacities ``key``."""
+        if left == 0:
+            return (0, 0)
+        caps = np.array(key, dtype=np.int64).ravel()
+        idx = np.flatnonzero(np.all(vecs <= caps, axis=1))
+        out: tuple[int, int] | None = None
+        for i, nxt in zip(idx, canon(caps[None, :] - vecs[idx])):
+            s, a = best(nxt, left - 1)
+            cand = (int(same[i]) + s, int(anti[i]) + a)
+            if s >= 0 and (out is None or (cand[0], -cand[1]) > (out[0], -out[1])):
+                out = cand
+        return out if out is not None else (-(10**9), 0)
+
+    s_max, a_min = best(tuple([(per, per)] * d), c)
+    vertex = cross_polytope_labelling(c, m) if vertex is None else np.asarray(vertex)
+    counts = np.zeros((c, vertices), dtype=np.int64)
+    for v, label in zip(vertex, _labels(c, m)):
+        counts[label, v] += 1
+    s_h, a_h = int((counts**2).sum()), int(2 * (counts[:, 0::2] * counts[:, 1::2]).sum())
+    return {"s_max": s_max, "a_at_s_max": a_min, "heuristic_s": s_h, "heuristic_a": a_h,
+            "heuristic_optimal": s_h == s_max and a_h == 0, "states": best.cache_info().currsize,
+            "count_matrix": counts.tolist()}
+
+
 def dependent_positives(num_classes: int, *, num_random: int, rho_tol: float, seed: int = SEED) -> dict[str, Any]:
     """rho_CP (exact) and rho* (bisection with the search, numerical) for C classes; see the module docstring."""
     import torch  # heavy optional import
@@ -270,6 +370,12 @@ def ablations(*, quick: bool) -> list[AblationResult]:
         r = dependent_positives(c, num_random=4 if quick else 12, rho_tol=1e-2 if quick else 1e-3)
         cp = r["cross_polytope"]
         gap = cp["cp_instance"] - r["nc"]
+        loc = local_threshold(c)
+        labelling = labelling_optimum(c, r["instances_per_class"])
+        # first order: a configuration beats NC (the search's witness at the top of the rho* bracket) while NC is
+        # still a strict local minimizer (rho below rho_loc)
+        kind = ("first-order" if loc["rho_loc"] is not None and r["rho_star_bracket"][1] < loc["rho_loc"]
+                else "continuous or not resolved")
         out.append(AblationResult(
             theorem="3",
             hypothesis="3.5 label-based positives: x+ independent of x given the class",
@@ -281,13 +387,22 @@ def ablations(*, quick: bool) -> list[AblationResult]:
             gap=gap,
             winner=(f"cross-polytope (+-e_i, {c * r['instances_per_class'] // (2 * (c - 1))} instances per vertex) for "
                     f"rho > rho_CP in [{cp['rho_cp'][0]:.6f}, {cp['rho_cp'][1]:.6f}]; the search beats NC from "
-                    f"rho* in [{r['rho_star_bracket'][0]:.4f}, {r['rho_star_bracket'][1]:.4f}]"),
+                    f"rho* in [{r['rho_star_bracket'][0]:.4f}, {r['rho_star_bracket'][1]:.4f}], below the local "
+                    f"threshold rho_loc = {loc['rho_loc']:.6f}: a {kind} switch"),
             configuration={"rho": 1.0, "means": cp["points"].tolist(), "labels": cp["labels"].tolist(),
                            "gram": (cp["points"] @ cp["points"].T).tolist()},
             values={"rho": 1.0, "nc": r["nc"], "cross_polytope": cp["cp_instance"],
                     "cross_polytope_label_positives": cp["cp_label"], "rho_cp": cp["rho_cp"],
-                    "rho_star": r["rho_star_bracket"], "search_at_rho_1": r["search_at_rho_1"]},
-            details={"rho_cp_evidence": "exact (rational weights of log(1 + e^a), mpmath interval enclosure)",
+                    "rho_star": r["rho_star_bracket"], "search_at_rho_1": r["search_at_rho_1"],
+                    "rho_loc": loc["rho_loc"], "switch_kind": kind},
+            details={"rho_cp_evidence": "exact (rational weights of log(1 + e^a), mpmath interval enclosure), for the "
+                     "labelling of the cross-polytope that minimizes L_label: optimal by exhaustive search modulo "
+                     "symmetry (labelling_optimum)" if labelling["heuristic_optimal"] else
+                     "exact (mpmath interval enclosure) for the labelling found by the swap search (heuristic: not "
+                     "proven optimal)",
+                     "labelling": labelling, "local_threshold": loc,
+                     "rho_loc_evidence": "numerical (float64 generalized eigenvalues of autograd Hessians; smallest "
+                                         "eigenvalue of H at rho_loc -/+ 1e-6 recorded)",
                      "rho_star_evidence": "numerical (bisection; below rho* the search found nothing below NC)",
                      "nc_value_closed_form": r["nc_value_closed_form"], "formula_mismatch": cp["formula_mismatch"],
                      "search_at_rho_0_minus_nc": r["search_at_rho_0_minus_nc"],
