@@ -42,8 +42,9 @@ balanced classes; :func:`correlated_population_loss` recomputes the winners from
 
 Modules: :mod:`.laws` (the laws P_rho on ordered k-tuples), :mod:`.exact` (exact losses of finite models, the
 counterexamples and their rho thresholds), :mod:`.association` (the up-set covariance check), :mod:`.population`
-(population losses: the reference and the batched form), :mod:`.search` (the multi-start search) and :mod:`.records`
-(the ``ncgeom verify --ablations`` records); this package re-exports their public names.
+(population losses: the reference and the batched form), :mod:`.search` (the multi-start search), :mod:`.sequential`
+(the other definition of hard negatives without replacement: tilt the marginal, then draw one after another) and
+:mod:`.records` (the ``ncgeom verify --ablations`` records); this package re-exports their public names.
 
 Sources: docs/theory.md, section 4 (Theorems 1-3 and their proofs); jiang2025hard, Theorems 1-3; harris1960.
 """
@@ -72,6 +73,7 @@ from proofs_check.ablations.negatives.laws import (
 from proofs_check.ablations.negatives.population import batched_loss, correlated_population_loss, law_tables
 from proofs_check.ablations.negatives.records import ablations
 from proofs_check.ablations.negatives.search import search
+from proofs_check.ablations.negatives.sequential import sequential_check, sequential_model_loss, successive_law
 
 __all__ = [
     "FAMILIES",
@@ -93,6 +95,9 @@ __all__ = [
     "law_tables",
     "batched_loss",
     "search",
+    "successive_law",
+    "sequential_model_loss",
+    "sequential_check",
     "ablations",
 ]
 
