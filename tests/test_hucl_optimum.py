@@ -1,6 +1,6 @@
 """The HUCL optimum along beta (proofs_check.hucl.optimum; docs/theory.md, section 4, "The HUCL optimum along beta").
 
-Order of trust (/work/shared/style.md): a naive loop of the loss first, then agreement of independent methods
+Order of trust (the house style): a naive loop of the loss first, then agreement of independent methods
 (ncgeom.population, the collapsed Gram loss of proofs_check.hucl, the autograd Hessian, 50-digit mpmath), then
 properties; every certifier is fed a false statement and must fail.
 """
@@ -376,3 +376,15 @@ def test_record_roundtrip_strict_json_and_unknown_keys(tmp_path):
     data["cases"][0]["bogus"] = 1
     with pytest.raises(ValueError, match="bogus"):
         HUCLOptimumRecord.from_dict(data)
+
+
+@pytest.mark.parametrize("c,tau", [(3, 1.0), (4, 0.5)])
+def test_large_beta_cluster_asymptotics(c, tau):
+    """The per-anchor minimum (nu = 0, the bound at large beta) at beta = 200 vs the first-order expansion: an
+    equiangular row at rho* = 1 - u*/beta (errors O(1/beta^2) = 2.5e-5, times a constant of order 1)."""
+    beta = 200.0
+    asym = bound.cluster_asymptotics(num_classes=c, beta=beta, tau=tau)
+    assert_allclose(asym["u_star"], 1 + (c - 1) * math.exp(-asym["u_star"]), rtol=1e-14)
+    value, row = bound.inner_minimum(0.0, num_classes=c, beta=beta, tau=tau)  # nu = 0: B at large beta
+    assert np.ptp(row) <= 1e-6 and abs(row.mean() - asym["rho"]) <= 10 / beta**2
+    assert abs(value - asym["value"]) <= 10 / beta**2

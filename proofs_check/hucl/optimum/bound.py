@@ -56,8 +56,11 @@ from proofs_check.hucl.optimum.intervals import Dual, Interval
 from proofs_check.hucl.optimum.loss import PSI_NAMES, PsiOption, multiset_table
 
 __all__ = ["RowBound", "row_loss", "inner_minimum", "lagrangian_bound", "certify_bound", "equiangular_loss",
-           "NU_TOL"]
+           "cluster_asymptotics", "NU_TOL", "ATTAINED_TOL"]
 
+# B attained by NC: the minimizing row within 1e-4 of the ETF row and B within this of L(NC) (the inner minima are
+# L-BFGS values, accurate to ~1e-12; the golden section on nu leaves B ~1e-12 below its maximum)
+ATTAINED_TOL = 1e-9
 NU_TOL = 1e-6  # golden-section tolerance on nu (B_nu is concave; its maximum is flat to second order there)
 
 
@@ -166,6 +169,10 @@ def lagrangian_bound(*, num_classes: int, beta: float, tau: float = 1.0, num_neg
     def b_nu(nu: float) -> float:
         return inner_minimum(nu, **opts)[0] - nu
 
+    value0, row0 = inner_minimum(0.0, **opts)
+    if np.ptp(row0) <= 1e-6 and row0.mean() >= -1 / (c - 1):
+        # nu = 0 already gives an equiangular row that a configuration attains: B = B_0 (B <= min <= B_0 <= B)
+        return _finish(value0, 0.0, opts, certify=certify, eps=eps, max_boxes=max_boxes)
     lo, hi = 0.0, float(nu_max)
     golden = (math.sqrt(5) - 1) / 2
     x1, x2 = hi - golden * (hi - lo), lo + golden * (hi - lo)
@@ -179,14 +186,20 @@ def lagrangian_bound(*, num_classes: int, beta: float, tau: float = 1.0, num_neg
             hi, x2, f2 = x2, x1, f1
             x1 = hi - golden * (hi - lo)
             f1 = b_nu(x1)
-    candidates = [(b_nu(0.0), 0.0), (max(f1, f2), x1 if f1 >= f2 else x2)]
+    candidates = [(value0, 0.0), (max(f1, f2), x1 if f1 >= f2 else x2)]
     value, nu = max(candidates)
+    return _finish(value, nu, opts, certify=certify, eps=eps, max_boxes=max_boxes)
+
+
+def _finish(value: float, nu: float, opts: dict[str, Any], *, certify: bool, eps: float, max_boxes: int) -> RowBound:
+    """The :class:`RowBound` at the chosen nu: the minimizing row, the configuration attaining B, the certificate."""
+    c, beta, tau, num_negatives, psi = (opts[key] for key in ("num_classes", "beta", "tau", "num_negatives", "psi"))
     inner, row = inner_minimum(nu, **opts)
     rho = float(row.mean()) if np.ptp(row) <= 1e-6 else None
     attained_by, attained = None, None
-    if rho is not None and abs(rho + 1 / (c - 1)) <= 1e-6:
-        attained_by = "NC"
-        attained = nc_value("hucl", psi, num_classes=c, num_negatives=num_negatives, beta=beta, tau=tau)
+    nc = nc_value("hucl", psi, num_classes=c, num_negatives=num_negatives, beta=beta, tau=tau)
+    if rho is not None and abs(rho + 1 / (c - 1)) <= 1e-4 and abs(value - nc) <= ATTAINED_TOL:
+        attained_by, attained = "NC", nc
     elif rho is not None and nu <= NU_TOL and rho >= -1 / (c - 1):
         attained_by = f"equiangular, rho = {rho:.6f} (rank C: needs d >= C)"
         attained = equiangular_loss(rho, **opts)
@@ -227,3 +240,23 @@ def certify_bound(nu: float, *, num_classes: int, beta: float, tau: float = 1.0,
     return branch_and_bound(enclose, np.full(p, -1.0), np.full(p, 1.0), eps=eps, outside=outside, free=[False] * p,
                             starts=[np.clip(np.sort(np.asarray(s, dtype=np.float64)), -1, 1) for s in starts],
                             per_side=4, max_boxes=max_boxes)
+
+
+def cluster_asymptotics(*, num_classes: int, beta: float, tau: float = 1.0) -> dict[str, float]:
+    """The large-beta equiangular optimum for k = 1, infonce [derived]: with u = beta (1 - rho),
+
+    .. math::
+
+        L(u) = \\log 2 - \\frac{(C - 1)\\, u e^{-u}}{2 \\tau \\beta\\, (1 + (C - 1) e^{-u})} + O(\\beta^{-2}),
+        \\qquad u^* = 1 + (C - 1) e^{-u^*},
+
+    so rho* = 1 - u*/beta and L* = log 2 - (C - 1) u* e^{-u*} / (2 tau beta (1 + (C - 1) e^{-u*})) to first order in
+    1/beta. Returns ``{"u_star", "rho", "value"}``. Example: C = 3 gives u* = 1.4631 (u = 1 + 2 e^{-u}).
+    """
+    from scipy.optimize import brentq
+
+    c = require_int("num_classes", num_classes, min_value=2)
+    beta = require_real("beta", beta, min_value=0.0, min_inclusive=False)
+    u = float(brentq(lambda x: 1 + (c - 1) * math.exp(-x) - x, 1.0, float(c) + 1.0, xtol=1e-15))
+    gain = (c - 1) * u * math.exp(-u) / (2 * tau * beta * (1 + (c - 1) * math.exp(-u)))
+    return {"u_star": u, "rho": 1 - u / beta, "value": math.log(2) - gain}
