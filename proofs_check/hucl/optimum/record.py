@@ -50,8 +50,9 @@ SCHEMA = "hucl_optimum/1"
 BOUND_CERTIFIED_BETAS: tuple[float, ...] = (0.0, 1.0, 2.0, 5.0, 10.0, 30.0)
 C4_CERTIFIED_BETAS: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0)
 QUICK_BETAS: tuple[float, ...] = (0.0, 1.0, 2.0, 5.0)
+REFINE_TOL = 1e-2  # bisection width of the changes along beta (the certified switch brackets are much tighter)
 CERTIFY_EPS = 1e-7  # the stated epsilon of the certified minima (upper - lower <= CERTIFY_EPS)
-C4_MAX_BOXES = 200_000
+C4_MAX_BOXES = 60_000
 CASE_KEYS: tuple[str, ...] = ("num_classes", "dim", "num_negatives", "tau", "psi", "per_class", "local", "path",
                               "collapsed_path", "certified", "switches", "seconds")
 
@@ -86,17 +87,18 @@ class HUCLOptimumRecord:
 
 
 def cases(*, quick: bool) -> list[tuple[int, int, int, float, tuple[int, ...]]]:
-    """(C, d, k, tau, n values) of every case: quick C = 3, d = 2, k = 1, tau = 1, n in {1, 2}; full C in {3, 4}, d in
-    {C - 1, C}, (k, tau) in {1, 4} x {1, 0.5}, n in {1, 2} (n in {1, 2, 3} for C = 3, k = 1, tau = 1), and C in {5, 6}
-    with k = 1, tau = 1, n in {1, 2} (the cost on the shared 2-core machine sets these limits)."""
+    """(C, d, k, tau, n values) of every case.
+
+    quick: C = 3, d = 2, k = 1, tau = 1, n in {1, 2}. full (what the shared 2-core machine affords): C = 3, d = 2 with
+    (k, tau) in {1, 4} x {1, 0.5} (n in {1, 2, 3} for k = 1, tau = 1, else {1, 2}; all certified); C = 3, d = 3 and
+    C = 4, d in {3, 4} with k = 1, tau = 1, n in {1, 2}; C in {5, 6}, d = C - 1, collapsed only (n = 1).
+    """
     if quick:
         return [(3, 2, 1, 1.0, (1, 2))]
-    out: list[tuple[int, int, int, float, tuple[int, ...]]] = []
-    for c in (3, 4):
-        for d in (c - 1, c):
-            for k, tau in ((1, 1.0), (1, 0.5), (4, 1.0), (4, 0.5)):
-                out.append((c, d, k, tau, (1, 2, 3) if (c, k, tau) == (3, 1, 1.0) else (1, 2)))
-    out += [(c, d, 1, 1.0, (1, 2)) for c in (5, 6) for d in (c - 1, c)]
+    out: list[tuple[int, int, int, float, tuple[int, ...]]] = [
+        (3, 2, k, tau, (1, 2, 3) if (k, tau) == (1, 1.0) else (1, 2)) for k, tau in ((1, 1.0), (1, 0.5), (4, 1.0), (4, 0.5))]
+    out += [(3, 3, 1, 1.0, (1, 2)), (4, 3, 1, 1.0, (1, 2)), (4, 4, 1, 1.0, (1, 2)), (5, 4, 1, 1.0, (1,)),
+            (6, 5, 1, 1.0, (1,))]
     return out
 
 
@@ -118,7 +120,7 @@ def _certificate_summary(cert) -> dict[str, Any]:
 
 def compute_case(num_classes: int, dim: int, num_negatives: int, tau: float, per_class: Sequence[int], *,
                  betas: Sequence[float], num_random: int, seed: int = 0, certify: bool = True,
-                 log: Callable[[str], None] = print) -> dict[str, Any]:
+                 refine_tol: float = REFINE_TOL, log: Callable[[str], None] = print) -> dict[str, Any]:
     """One case of the record (module docstring)."""
     t0 = time.perf_counter()
     c, d, k = num_classes, dim, num_negatives
@@ -128,10 +130,11 @@ def compute_case(num_classes: int, dim: int, num_negatives: int, tau: float, per
                             if loc.beta is not None else None)
     log(f"  C={c} d={d} k={k} tau={tau:g}: local thresholds {loc.per_block} ({time.perf_counter() - t0:.0f} s)")
     collapsed = optimum_path(num_classes=c, dim=d, tau=tau, num_negatives=k, per_class=(1,), betas=betas,
-                             num_random=num_random, seed=seed)
+                             num_random=num_random, seed=seed, refine_tol=refine_tol)
     log(f"  collapsed path: {len(collapsed.changes)} change(s) ({time.perf_counter() - t0:.0f} s)")
-    full = optimum_path(num_classes=c, dim=d, tau=tau, num_negatives=k, per_class=tuple(per_class), betas=betas,
-                        num_random=num_random, seed=seed + 1)
+    full = (collapsed if tuple(per_class) == (1,) else
+            optimum_path(num_classes=c, dim=d, tau=tau, num_negatives=k, per_class=tuple(per_class), betas=betas,
+                         num_random=num_random, seed=seed + 1, refine_tol=refine_tol))
     log(f"  path over n in {tuple(per_class)}: {len(full.changes)} change(s) ({time.perf_counter() - t0:.0f} s)")
     certified: list[dict[str, Any]] = []
     switches: list[dict[str, Any]] = []
@@ -184,7 +187,7 @@ def _bounds(num_classes: int, num_negatives: int, tau: float, *, betas: Sequence
 
 def _settings(*, quick: bool, seed: int) -> dict[str, Any]:
     betas = QUICK_BETAS if quick else BETA_GRID
-    return {"betas": list(betas), "num_random": 4 if quick else 6, "seed": seed, "certify_eps": CERTIFY_EPS,
+    return {"betas": list(betas), "num_random": 4, "refine_tol": REFINE_TOL, "seed": seed, "certify_eps": CERTIFY_EPS,
             "bound_certified_betas": list(BOUND_CERTIFIED_BETAS), "c4_certified_betas": list(C4_CERTIFIED_BETAS),
             "c4_max_boxes": C4_MAX_BOXES, "psi": "infonce"}
 
