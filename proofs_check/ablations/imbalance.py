@@ -60,7 +60,7 @@ from proofs_check.hucl.search import multistart
 __all__ = [
     "PRIOR_FAMILY", "BETAS", "TAU", "SEED", "START_NOISE", "MERGE_TOL", "RATIO_TOL", "QUICK_RATIO_TOL", "SEARCH_TOL",
     "imbalanced_prior", "collapsed_loss", "population_value", "etf_value", "etf_criticality_defect",
-    "merge_criterion", "merge_ratio", "merged_configuration", "best_configuration", "imbalance_table", "ablations", "ablations_with_table",
+    "merge_criterion", "merge_ratio", "merge_ratio_table", "MERGE_TABLE_CLASSES", "merged_configuration", "best_configuration", "imbalance_table", "ablations", "ablations_with_table",
 ]
 
 PRIOR_FAMILY = "lambda(r) = (r, 1, ..., 1)/(r + C - 1) (one majority class, class 0)"
@@ -221,6 +221,24 @@ def merge_ratio(num_classes: int, setting: Setting, *, beta: float = 0.0, tau: f
         if flo <= 0 < fhi:
             return float(brentq(f, lo, hi, xtol=1e-13, rtol=1e-12))
     return None
+
+
+#: The (C, setting, beta) of :func:`merge_ratio_table`: every ablated setting at the C of docs/results.md's table.
+MERGE_TABLE_CLASSES: tuple[int, ...] = (3, 4, 6, 10)
+
+
+def merge_ratio_table() -> list[dict[str, Any]]:
+    """r_mc (:func:`merge_ratio`) for every ablated (setting, beta) and C in :data:`MERGE_TABLE_CLASSES`, with the sign
+    of :func:`merge_criterion` at r_mc (1 -/+ 1e-6) as a check of the root (closed-form evaluations: milliseconds)."""
+    rows = []
+    for _, setting, beta in _SETTINGS_ABLATED:
+        for c in MERGE_TABLE_CLASSES:
+            r = merge_ratio(c, setting, beta=beta)
+            signs = None if r is None else [merge_criterion(c, setting, r * (1 - 1e-6), beta=beta) < 0,
+                                            merge_criterion(c, setting, r * (1 + 1e-6), beta=beta) > 0]
+            rows.append({"num_classes": c, "setting": setting, "beta": beta, "merge_ratio": r,
+                         "criterion_changes_sign": None if signs is None else all(signs)})
+    return rows
 
 
 def merged_configuration(num_classes: int, dim: int) -> np.ndarray:
@@ -385,6 +403,7 @@ def ablations_with_table(*, quick: bool) -> tuple[list[AblationResult], dict[str
                     "setting": setting, "beta": beta},
             details={
                 "r_star": 1.0,
+                "merge_ratio_table": merge_ratio_table(),
                 "r_star_evidence": "exact: for C >= 3 and r != 1 the ETF is not a critical point (S_m1 != S_mm', "
                                    "exact rationals; module docstring), for every beta; the gap sizes are numerical",
                 "merge": [{"num_classes": cv["num_classes"], "dim": cv["dim"], "bracket": cv["merge_bracket"],
