@@ -423,6 +423,6 @@ def checks(*, quick: bool) -> list[Callable[[], CheckResult]]:
         c, d, b = claim3_geometry()
         for dd in sorted({d, c}):
             out += [p(check_batch_thresholds, c, dd, b), p(check_batch_estimator_agreement, c, dd, b)]
-    out.append(p(check_threshold_table, quick=quick))
     out += optimum_checks(quick=quick)  # the HUCL optimum along beta (issue 25): proofs_check.hucl.optimum.checkers
+    out.append(p(check_threshold_table, quick=quick))
     return out

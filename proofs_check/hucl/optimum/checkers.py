@@ -236,7 +236,7 @@ def checks(*, quick: bool) -> list[Callable[[], CheckResult]]:
     p = functools.partial
     if quick:
         return [p(check_certified_minimum, 1.0), p(check_certified_minimum, 5.0), p(check_local, 3, 2),
-                p(check_bound, 3, 2.0), check_rejects_false_minimum]
+                p(check_bound, 3, 2.0), p(check_rejects_false_minimum)]
     out: list[Callable[[], CheckResult]] = []
     for k, tau in MODELS:
         out += [p(check_certified_minimum, b, num_negatives=k, tau=tau) for b in (1.0, *PAPER_BETAS)]
@@ -246,5 +246,5 @@ def checks(*, quick: bool) -> list[Callable[[], CheckResult]]:
             out += [p(check_local, c, d, num_negatives=k, tau=tau) for k, tau in MODELS]
             out.append(p(check_split_agreement, c, d))
         out += [p(check_bound, c, b) for b in (0.0, 1.0, *PAPER_BETAS)]
-    out += [check_rejects_false_minimum, p(check_c4_attempt, 1.0)]
+    out += [p(check_rejects_false_minimum), p(check_c4_attempt, 1.0)]
     return out

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ncgeom.atomic_io import atomic_write_json, read_json
+from ncgeom.atomic_io import atomic_write_json, jsonable, read_json
 from ncgeom.provenance import provenance
 from ncgeom.theory import nc_value
 from ncgeom.validate import require_keys
@@ -43,8 +43,8 @@ from proofs_check.hucl.optimum.path import BETA_GRID, OptimumPath, optimum_path,
 from proofs_check.hucl.optimum.split import certify_threshold, local_thresholds
 
 __all__ = ["SCHEMA", "CASE_KEYS", "BOUND_CERTIFIED_BETAS", "C4_CERTIFIED_BETAS", "QUICK_BETAS", "HUCLOptimumRecord",
-           "cases", "compute_case", "compute_bounds", "compute_optimum", "assemble", "write_optimum", "read_optimum",
-           "doc_numbers"]
+           "cases", "compute_case", "compute_bounds", "compute_optimum", "assemble", "theory_data", "write_optimum",
+           "read_optimum", "doc_numbers"]
 
 SCHEMA = "hucl_optimum/1"
 BOUND_CERTIFIED_BETAS: tuple[float, ...] = (0.0, 1.0, 2.0, 5.0, 10.0, 30.0)
@@ -233,6 +233,13 @@ def assemble(parts: Sequence[HUCLOptimumRecord], bounds: Sequence[dict[str, Any]
                        key=lambda x: order[(x["num_classes"], x["dim"], x["num_negatives"], x["tau"])])
     return HUCLOptimumRecord(SCHEMA, parts[0].quick, parts[0].settings, tuple(all_cases), tuple(bounds),
                              sum(p.seconds for p in parts), {**parts[0].provenance, "assembled_from": len(parts)})
+
+
+def theory_data(*, quick: bool) -> dict[str, Any]:
+    """The theory JSON ``hucl_optimum.json`` of the reproduction's theory stage (the data of fig_hucl_optimum):
+    :func:`compute_optimum` as a strict-JSON-ready dict (quick: tens of seconds; full: hours of CPU on a 2-core
+    machine, so compute it once with the parallel CLI, module docstring, and keep the file)."""
+    return jsonable(compute_optimum(quick=quick).to_dict())
 
 
 def write_optimum(path: str | Path, record: HUCLOptimumRecord) -> Path:
