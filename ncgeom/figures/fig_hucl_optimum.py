@@ -57,8 +57,8 @@ def plot(results: Path, out: Path) -> Rendered:
         left.plot(betas, [b["nc_value"] for b in bounds3], color="#333333", lw=1.3, label="NC (closed form)")
         left.plot(betas, [b["theorem13"] for b in bounds3], color="#999999", ls=":", lw=1.3,
                   label=r"Theorem 1 + 3 bound $L_{UCL}(NC)$")
-        left.plot(betas, [b["value"] for b in bounds3], color="#d62728", ls="--", lw=1.3,
-                  label=r"collision-aware bound $B(\beta)$")
+        left.plot(betas, [b["value"] for b in bounds3], color="#d62728", ls="--", lw=1.5, zorder=5,
+                  label=r"collision-aware bound $B(\beta)$ (= best found, d = 3)")
         points = c32["path"]["points"]
         left.plot([p["beta"] for p in points], [p["value"] for p in points], color="#1f77b4", lw=1.3,
                   label="best found, d = 2 (n = 1, 2, 3)")

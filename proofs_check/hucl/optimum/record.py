@@ -218,7 +218,7 @@ def compute_optimum(*, quick: bool, seed: int = 0, log: Callable[[str], None] = 
                               log=log) for _, (c, d, k, tau, ns) in chosen]
     bounds = compute_bounds(quick=quick, log=log) if only is None else []
     return HUCLOptimumRecord(SCHEMA, quick, settings, tuple(out_cases), tuple(bounds), time.perf_counter() - t0,
-                             provenance())
+                             _portable(provenance()))
 
 
 def assemble(parts: Sequence[HUCLOptimumRecord], bounds: Sequence[dict[str, Any]]) -> HUCLOptimumRecord:
@@ -232,7 +232,7 @@ def assemble(parts: Sequence[HUCLOptimumRecord], bounds: Sequence[dict[str, Any]
     all_cases = sorted((x for p in parts for x in p.cases),
                        key=lambda x: order[(x["num_classes"], x["dim"], x["num_negatives"], x["tau"])])
     return HUCLOptimumRecord(SCHEMA, parts[0].quick, parts[0].settings, tuple(all_cases), tuple(bounds),
-                             sum(p.seconds for p in parts), {**parts[0].provenance, "assembled_from": len(parts)})
+                             sum(p.seconds for p in parts), {**_portable(parts[0].provenance), "assembled_from": len(parts)})
 
 
 def theory_data(*, quick: bool) -> dict[str, Any]:
@@ -240,6 +240,12 @@ def theory_data(*, quick: bool) -> dict[str, Any]:
     :func:`compute_optimum` as a strict-JSON-ready dict (quick: tens of seconds; full: hours of CPU on a 2-core
     machine, so compute it once with the parallel CLI, module docstring, and keep the file)."""
     return jsonable(compute_optimum(quick=quick).to_dict())
+
+
+def _portable(prov: dict[str, Any]) -> dict[str, Any]:
+    """Provenance with the script's absolute path reduced to its module (the record is kept in the repository)."""
+    argv = [Path(a).stem if a.endswith(".py") and Path(a).is_absolute() else a for a in prov.get("argv", [])]
+    return {**prov, "argv": argv}
 
 
 def write_optimum(path: str | Path, record: HUCLOptimumRecord) -> Path:
@@ -268,10 +274,19 @@ def doc_numbers(record: HUCLOptimumRecord) -> list[str]:
             for ch in case[name]["changes"]:
                 lines.append(f"{head} {name}: [{ch['bracket'][0]:.4f}, {ch['bracket'][1]:.4f}] {ch['kind']} "
                              f"(jump {ch['jump']:.3g}): {ch['before']} -> {ch['after']}")
+        bound = {b["beta"]: b for b in record.bounds if (b["num_classes"], b["num_negatives"], b["tau"])
+                 == (case["num_classes"], case["num_negatives"], case["tau"])}
+        certified = {x["beta"]: x for x in case["certified"] if x["closed"]}
         for p in case["path"]["points"]:
-            if p["beta"] in (2.0, 5.0, 10.0, 30.0):
-                lines.append(f"{head} beta={p['beta']:g}: best {p['value']:.6f} (n={p['per_class']}, {p['pattern']}), "
-                             f"NC {p['nc_value']:.6f}")
+            if p["beta"] in (1.0, 2.0, 5.0, 10.0, 30.0, 50.0):
+                b = bound.get(p["beta"])
+                cert = certified.get(p["beta"])
+                lines.append(
+                    f"{head} beta={p['beta']:g}: best {p['value']:.6f} (n={p['per_class']}, {p['pattern']}), "
+                    f"NC {p['nc_value']:.6f}, NC - best {p['nc_value'] - p['value']:.6f}"
+                    + ("" if b is None else f", B {b['value']:.6f}, best - B {p['value'] - b['value']:.6f}, "
+                       f"best - Thm1+3 {p['value'] - b['theorem13']:.6f}")
+                    + ("" if cert is None else f", certified [{cert['lower']:.8f}, {cert['upper']:.8f}]"))
         if case["certified"]:
             closed = [x for x in case["certified"] if x["closed"]]
             lines.append(f"{head} certified: {len(closed)}/{len(case['certified'])} closed, eps "
