@@ -388,3 +388,8 @@ def test_large_beta_cluster_asymptotics(c, tau):
     value, row = bound.inner_minimum(0.0, num_classes=c, beta=beta, tau=tau)  # nu = 0: B at large beta
     assert np.ptp(row) <= 1e-6 and abs(row.mean() - asym["rho"]) <= 10 / beta**2
     assert abs(value - asym["value"]) <= 10 / beta**2
+
+
+def test_bound_check_passes_at_beta_zero_where_it_is_theorem_3():
+    row = checkers.check_bound(3, 0.0)  # B = L_UCL(NC) exactly: certified to the branch and bound's eps
+    assert row.status == "pass" and row.details["theorem13"] - row.details["certified_lower"] <= row.details["eps"]
