@@ -402,4 +402,4 @@ def test_the_shipped_full_record_reads_back_through_its_type():
 
     record = stored_record()
     assert not record.quick
-    assert theory_data(quick=False)["quick"] is False
+    assert theory_data()["quick"] is False

@@ -12,9 +12,9 @@
   smallest Hessian eigenvalue at NC vs beta, and the thresholds of the claim-3 batch objective
   (docs/results.md, "HUCL thresholds by dimension"; proofs_check.hucl).
 - ``hucl_optimum.json``: the HUCL optimal geometry along beta (certified minima for C = 3, d = 2, the optimum's
-  path, the collision-aware bound; docs/results.md, "HUCL optimal geometry along beta"): computed at the quick
-  scale, the full record shipped with proofs_check at the full scale (:func:`proofs_check.hucl.optimum.record.
-  theory_data`); not at the test scale.
+  path, the collision-aware bound; docs/results.md, "HUCL optimal geometry along beta"): the full record shipped
+  with proofs_check (:func:`proofs_check.hucl.optimum.record.theory_data`; hours of CPU to recompute), at the
+  quick and full scales; not at the test scale.
 - ``ablations.json``: ``{"ablations": [record, ...], "errors": [...], "quick", "cases"}``, the records of the
   hypothesis-ablation registry (:func:`proofs_check.ablations.run_ablations`; records:
   :meth:`proofs_check.ablations.AblationResult.to_dict`; docs/verify.md, "Ablations"), one error line per case
@@ -276,8 +276,8 @@ def compute_all(directory: Path, *, scale: ScaleParameters, verify_results: Path
         "hucl_thresholds": lambda: hucl_thresholds(
             verify_results=verify_results, quick=scale.verify != "full", claim3=claim3(), batch=scale.name != "tiny"
         ),
-        # quick: computed (tens of seconds); full: the record shipped with proofs_check (hours of CPU to recompute)
-        "hucl_optimum": lambda: optimum_record.theory_data(quick=scale.verify != "full"),
+        # the full record shipped with proofs_check (hours of CPU to recompute; verify rechecks its certificates)
+        "hucl_optimum": optimum_record.theory_data,
     }
     if scale.name == "tiny":
         del jobs["hucl_optimum"]

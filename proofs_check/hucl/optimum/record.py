@@ -18,7 +18,8 @@
 the numbers docs/results.md quotes. ``python -m proofs_check.hucl.optimum.record --out FILE [--quick]`` computes
 and writes it (``--only i,j`` a partial record, ``--bounds-only`` the bound rows, ``--assemble`` joins them: the
 full record in parallel processes). The full record is shipped in the package (:data:`STORED_RECORD`, read by
-:func:`stored_record`): it took about 50 CPU-minutes, so a full reproduction reads it rather than recomputing it.
+:func:`stored_record`): it takes hours on a 2-core machine (its ``seconds`` say how long each part took), so a
+reproduction, quick or full, reads it rather than recomputing it.
 
 Source: docs/theory.md, section 4 ("HUCL: an open problem" and "The HUCL optimum along beta").
 """
@@ -249,13 +250,11 @@ def stored_record() -> HUCLOptimumRecord:
     return HUCLOptimumRecord.from_dict(json.loads(text))
 
 
-def theory_data(*, quick: bool) -> dict[str, Any]:
-    """The theory JSON ``hucl_optimum.json`` of the reproduction's theory stage (the data of fig_hucl_optimum).
-
-    quick: :func:`compute_optimum` (tens of seconds); full: the shipped full record (:func:`stored_record`; its
-    computation takes hours of wall time on a 2-core machine), checked by its type and its ``quick`` flag."""
-    if quick:
-        return jsonable(compute_optimum(quick=True).to_dict())
+def theory_data() -> dict[str, Any]:
+    """The theory JSON ``hucl_optimum.json`` of the reproduction's theory stage (the data of fig_hucl_optimum): the
+    full record shipped with the package (:func:`stored_record`), checked by its type and its ``quick`` flag, at
+    every scale of a reproduction. Recomputing it takes hours of wall time on a 2-core machine (the module
+    docstring's CLI; ``--quick`` a reduced record in about a minute); ``ncgeom verify`` rechecks its certificates."""
     record = stored_record()
     if record.quick:
         raise ValueError(f"proofs_check/hucl/optimum/{STORED_RECORD}: a quick record where the full one belongs")
