@@ -15,6 +15,9 @@ A quoted number sits between two markers that name its source, in README.md, doc
   stage, the install time, the checks that passed by kind of evidence, the hypothesis-ablation records, the
   runs and seeds it trained, its commit. ``--list`` prints every key.
 
+The claim tables (``<!-- table:KEY -->`` ... ``<!-- /table -->``) are generated the same way, from the claim results
+of those reproductions (``figures/<scale>/claims/<id>.json``; tools/docs_tables.py), and checked by ``--check``.
+
 ``ncgeom/cli/measured.py`` (the times that ``ncgeom reproduce --help`` quotes) is generated whole from the same
 records, and docs/cli.md from the parsers (``python -m ncgeom.cli.reference``).
 
@@ -49,6 +52,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as a script from anywhere: the ncgeom of this repository
     sys.path.insert(0, str(REPO))
+if str(REPO / "tools") not in sys.path:  # its sibling, the claim tables
+    sys.path.insert(0, str(REPO / "tools"))
+
+import docs_tables  # noqa: E402  (after the path above)
 
 __all__ = ["ReproductionRecord", "MARKER", "values", "rewrite", "stale", "measured_module", "main"]
 
@@ -262,13 +269,15 @@ MACHINE_CORES = "2 CPU cores"
 '''
 
 
-def stale(table: dict[str, str] | None = None) -> list[str]:
-    """One line per number (or generated file) that differs from what its source gives."""
+def stale(table: dict[str, str] | None = None, claim_tables: dict[str, str] | None = None) -> list[str]:
+    """One line per number, table (or generated file) that differs from what its source gives."""
     table = values() if table is None else table
+    claim_tables = docs_tables.tables() if claim_tables is None else claim_tables
     problems: list[str] = []
     for path in marked_files():
-        _, changes = rewrite(path.read_text(), table, str(path.relative_to(REPO)))
-        problems += changes
+        text, changes = rewrite(path.read_text(), table, str(path.relative_to(REPO)))
+        _, table_changes = docs_tables.rewrite_tables(text, claim_tables, str(path.relative_to(REPO)))
+        problems += changes + table_changes
     if not MEASURED.is_file() or MEASURED.read_text() != measured_module(table):
         problems.append(f"{MEASURED.relative_to(REPO)} is not what the records give")
     return problems
@@ -336,15 +345,19 @@ def main(argv: list[str] | None = None) -> int:
                                   install_seconds=args.install_seconds, machine=args.machine, install=args.install,
                                   workers=args.workers, engine=args.engine)
             args.out.write_text(json.dumps(record.to_dict(), indent=2) + "\n")
-            print(f"wrote {args.out}; now run python tools/docs_numbers.py")
+            copied = docs_tables.copy_claims(args.folder, record.scale)
+            print(f"wrote {args.out} and {len(copied)} claim results under "
+                  f"{docs_tables.claims_folder(record.scale).relative_to(REPO)}; now run python tools/docs_numbers.py")
             return 0
         table = values()
+        claim_tables = docs_tables.tables()
         if args.list:
             width = max(map(len, table))
             print("\n".join(f"{k:<{width}}  {v}" for k, v in sorted(table.items())))
+            print("\n".join(f"{k:<{width}}  (table)" for k in sorted(claim_tables)))
             return 0
         if args.check:
-            problems = stale(table)
+            problems = stale(table, claim_tables)
             for line in problems:
                 print(line)
             if problems:
@@ -353,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
         changed = 0
         for path in marked_files():
             text, changes = rewrite(path.read_text(), table, str(path.relative_to(REPO)))
+            text, table_changes = docs_tables.rewrite_tables(text, claim_tables, str(path.relative_to(REPO)))
+            changes += table_changes
             if changes:
                 path.write_text(text)
                 changed += len(changes)
