@@ -78,7 +78,9 @@ class ReproductionRecord:
     runs, seeds : training runs of the claims and seeds per grid point; checks : {status: count} of the verify
     stage; evidence : {kind: passes} of the verify stage; ablations : hypothesis-ablation records of the theory
     stage; sequential : {"wall_seconds", "cpu_percent"} of the same work with one stage after another, or None;
-    origin : how this record was made (by ``record`` from DIR, or transcribed, and from what).
+    origin : how this record was made (by ``record`` from DIR, or transcribed, and from what);
+    epochs : {"trained", "budget"}: the epochs the claims' runs trained, summed, and their budgets (``epochs`` of
+    each config) summed: what stopping at convergence saved; None in a record from before ``stop``.
     """
 
     scale: str
@@ -100,6 +102,7 @@ class ReproductionRecord:
     ablations: int
     sequential: dict[str, float] | None
     origin: str
+    epochs: dict[str, int] | None = None
 
     def __post_init__(self):
         if self.scale not in SCALES:
@@ -122,7 +125,7 @@ class ReproductionRecord:
         """The inverse of :meth:`to_dict`; an unknown or a missing key raises ValueError naming it."""
         names = [f.name for f in fields(cls)]
         unknown = sorted(set(data) - set(names))
-        missing = [n for n in names if n not in data]
+        missing = [n for n in names if n not in data and n != "epochs"]
         if unknown or missing:
             raise ValueError(f"reproduction record: unknown keys {unknown}, missing keys {missing}")
         return cls(**data)
@@ -193,6 +196,10 @@ def _record_keys(scale: str, r: ReproductionRecord) -> dict[str, str]:
         keys[p + f"stage.{stage}.minutes"] = f"{seconds / 60:.0f}"
     for kind, n in r.evidence.items():
         keys[p + f"evidence.{kind}"] = str(n)
+    if r.epochs is not None:
+        keys[p + "epochs.trained"] = str(r.epochs["trained"])
+        keys[p + "epochs.budget"] = str(r.epochs["budget"])
+        keys[p + "epochs.saved_percent"] = f"{100 * (1 - r.epochs['trained'] / r.epochs['budget']):.0f}"
     if r.sequential is not None:
         keys[p + "sequential.wall"] = minutes_seconds(r.sequential["wall_seconds"])
         keys[p + "sequential.cpu_percent"] = f"{r.sequential['cpu_percent']:.0f}"
@@ -291,7 +298,7 @@ def build_record(folder: Path, *, wall_seconds: float, cpu_seconds: float, insta
     """The record of the reproduction in ``folder`` (the ``--out`` of ``ncgeom reproduce``), read through the
     owners of its files; the times of the whole command are the caller's measurements."""
     from ncgeom.atomic_io import read_json
-    from ncgeom.campaigns.claims import CLAIMS, ClaimResult
+    from ncgeom.campaigns.claims import CLAIMS, ClaimResult, claim_spec, load_summaries
     from ncgeom.reproduce.stages import StageRecord
     from proofs_check.ablations import AblationResult
     from proofs_check.records import CheckResult
@@ -310,6 +317,8 @@ def build_record(folder: Path, *, wall_seconds: float, cpu_seconds: float, insta
     if any(c is None for c in claims):
         raise ValueError(f"{folder}: a claim has no result: no record of a partial run")
     specs = _spec_counts()
+    summaries = [s for claim_id in CLAIMS for s in load_summaries(folder / "sweeps" / claim_spec(claim_id).name)]
+    epochs = {"trained": sum(s.epochs_run for s in summaries), "budget": sum(s.config.epochs for s in summaries)}
     provenance = manifest["provenance"]
     return ReproductionRecord(
         scale=scale, command=f"ncgeom reproduce --{scale} --out DIR --workers {workers}", workers=workers,
@@ -318,7 +327,7 @@ def build_record(folder: Path, *, wall_seconds: float, cpu_seconds: float, insta
         install_seconds=install_seconds, stages=stages, runs=sum(c.runs for c in claims if c is not None),
         seeds=specs[scale][2], checks=dict(Counter(c.status for c in checks)),
         evidence={kind: sum(c.status == "pass" and c.evidence == kind for c in checks) for kind in EVIDENCE},
-        ablations=len(ablations), sequential=None,
+        ablations=len(ablations), sequential=None, epochs=epochs,
         origin=f"written by tools/docs_numbers.py record from the reproduction folder {folder.name}/",
     )
 

@@ -80,7 +80,7 @@ CLAIMS: dict[str, Claim] = {c.id: c for c in (
     Claim("4", "Without feature normalization Adam ends in dimensional collapse, with or without hard negatives.",
           "claim4_no_normalization_dc", EVALUATIONS["4"],
           "grid over C, encoder and normalization fixed before any run; input_dim raised to 64 at quick after the "
-          "exploratory seeds (2026-12-02)"),
+          "exploratory seeds, full budget 200 epochs for cost before any full run (2026-12-02)"),
     Claim("5", "Moderate hardness (beta 5, 10) improves NCC accuracy by > 40 points vs SCL/UCL (ball, tau=1, d=C-1).",
           "claim5_digits_hardness", EVALUATIONS["5"]),
     Claim("5cpu", "Claim 5 on a CPU-sized setup where accuracy is not saturated: beta 5, 10 improve NCC accuracy by "

@@ -3,38 +3,8 @@
 The model and its losses are :mod:`proofs_check.ablations.positives_model`, the exact parts (rho_loc, the labelling)
 :mod:`proofs_check.ablations.positives_local`; this module holds the records and re-exports both.
 
-Finite model (docs/theory.md, section 4, "Theorem 3 without conditional independence"): C balanced classes of m
-instances each, instance i embedded at a unit vector z_i in R^d, d = C - 1; UCL, ``infonce``, k = 1, tau = 1,
-one negative drawn uniformly over the Cm instances. The positive of an anchor is the anchor itself with
-probability rho and otherwise an independent uniform draw from its class, so rho = 0 is the label-based law of
-Theorem 3 and rho = 1 the instance positives of the counterexample. The loss is linear in the positive law:
-
-.. math::
-
-    L_\\rho(z) = (1 - \\rho)\\,L_{\\mathrm{label}}(z) + \\rho\\,L_{\\mathrm{inst}}(z), \\qquad
-    L_{\\mathrm{label}} = \\frac{1}{n}\\sum_a \\frac1m \\sum_{p \\sim a} \\frac1n \\sum_j
-        \\log\\big(1 + e^{\\langle z_a, z_j\\rangle - \\langle z_a, z_p\\rangle}\\big),
-
-with n = Cm, p ranging over the m instances of a's class (a included) and L_inst the same with p = a.
-
-Compared configurations:
-
-- NC: every instance of class c at the ETF vertex v_c; L_rho(NC) = L_UCL(NC) for every rho (z^+ = z in both laws);
-- the cross-polytope: the 2d vertices +-e_i, each carrying Cm/(2d) instances (m is chosen so that this is an
-  integer: the marginal law of z is uniform on the vertices, as in the counterexample), the instances assigned
-  to classes by a best-improvement swap search on L_label (:func:`cross_polytope_labelling`);
-- a multi-start search over free instance-level configurations (batched L-BFGS, float64).
-
-The labelling minimizes L_label over every assignment of the instances to the vertices: a swap search finds it and
-:func:`labelling_optimum` proves it optimal by exhaustive search modulo symmetry (integers). :func:`local_threshold`
-gives rho_loc, where the Hessian of L_rho at NC modulo rotations first loses positivity (a generalized eigenvalue
-problem); a rho* below it makes the switch first order.
-
-NC vs cross-polytope is decided exactly: both losses are sums of rational weights times log(1 + e^a) with
-rational a (:func:`exact_terms`), and the crossing rho_CP = (A - N)/(A - B) (A, B: label and instance losses of
-the cross-polytope, N: NC) is enclosed in interval arithmetic. The rho* at which NC stops being optimal among
-all configurations compared is found by bisection on [0, rho_CP] with the search at each midpoint (numerical:
-below rho* the search found nothing better than NC).
+The model, the configurations compared and how each is decided (exact, interval, numerical): the docstring of
+:mod:`proofs_check.ablations.positives_model`.
 
 Sources: docs/theory.md, section 4 (Theorem 3, hypothesis 5; the cross-polytope counterexample); jiang2025hard,
 Theorem 3.
