@@ -271,7 +271,8 @@ def check_jensen_step(
         name=f"jensen_step[k={k}]",
         statement=(r"\psi_k\ \text{convex}:\ \mathbb E\,\psi_k(t)\ge\psi_k(\mathbb E\,t),\ (\mathbb E\,t)_i=\bar m"
                    r"\ (\text{Thm 2, steps 1-2});\ \mathbb E[t_i\mid c,c_{1..k}]=M_{cc_i}-M_{cc},\ "
-                   r"\mathbb E[\psi_k(t)\mid c,c_{1..k}]\ge\psi_k\big((M_{cc_i}-M_{cc})_i\big)\ (\text{Thm 3, step 1})"),
+                   r"\mathbb E[\psi_k(t)\mid c,c_{1..k}]\ge\psi_k\big((M_{cc_i}-M_{cc})_i\big)\ (\text{Thm 3, step 1})"
+                   r"\ (\text{exact on " + f"{num_trials} random finite models, k = {k}" + r"})"),
         method="exact-fraction (piecewise-linear psi) + mpmath interval enclosures (infonce)",
         status=_status(decisions),
         details={"trials": num_trials, "num_negatives": k, "psi": sorted(kinds), **counts, "witness": witness},
@@ -283,5 +284,5 @@ def check_jensen_step(
 def checks(*, quick: bool) -> list[Callable[[], CheckResult]]:
     """The Jensen-step checks; each gets its own Generator seeded from SEED."""
     gen = lambda i: np.random.default_rng([SEED, i])  # noqa: E731
-    cases: Sequence[tuple[int, int]] = ((2, 6),) if quick else ((2, 24), (3, 12))
+    cases: Sequence[tuple[int, int]] = ((2, 12),) if quick else ((2, 48), (3, 24))
     return [functools.partial(check_jensen_step, rng=gen(k), num_trials=trials, num_negatives=k) for k, trials in cases]

@@ -124,3 +124,25 @@ def test_bisected_merge_ratio_brackets_the_closed_form(records):
             lo, hi = merge["bracket"]
             step = r.details["coverage"]["ratio_tol"]
             assert lo - step <= merge["closed_form_local"] <= hi + step, merge
+
+
+@pytest.mark.parametrize("setting,beta", [("hscl", 1.0), ("hscl", 5.0), ("scl", 0.0), ("ucl", 0.0)])
+def test_tilted_merge_criterion_is_the_second_variation(setting, beta):
+    """merge_criterion (derived, with the tilt's term) vs the loss itself: along a minority spread with sum 0 from the
+    merged configuration, (L(eps) - L(0)) / eps^2 has the sign of the criterion at r_mc(1 -/+ 5%) (eps = 1e-3: the
+    fourth-order remainder is ~1e-6 of the quadratic term); at beta = 0 the root is the closed form."""
+    c, eps = 4, 1e-3
+    merged = imbalance.merged_configuration(c, c - 1)
+    spread = np.zeros((c, c - 1))
+    spread[1:, 1:] = simplex_etf(c - 1, c - 2)
+    r_mc = imbalance.merge_ratio(c, setting, beta=beta)
+    for factor, sign in ((0.95, -1.0), (1.05, 1.0)):
+        r = factor * r_mc
+        prior = imbalance.imbalanced_prior(c, r)
+        change = (_naive(merged + eps * spread, setting, prior, beta) - _naive(merged, setting, prior, beta)) / eps**2
+        assert sign * change > 0 and sign * imbalance.merge_criterion(c, setting, r, beta=beta) > 0, (factor, change)
+    if beta == 0.0:
+        from scipy.optimize import brentq
+
+        root = brentq(lambda r: imbalance.merge_criterion(c, setting, r), 1.0, 1e3, xtol=1e-12)
+        assert_allclose(root, r_mc, rtol=1e-10)

@@ -20,7 +20,7 @@ from ncgeom.population import FiniteLatentModel, population_loss
 from ncgeom.vocabulary import PsiName, Setting
 from proofs_check.ablations import COVERAGE, GAPS
 from proofs_check.ablations import negatives as neg
-from proofs_check.harris import FiniteModel, model_loss
+from proofs_check.harris import FiniteModel, model_loss, step_eta
 
 # float64 expectations over <= 8 x 2 x 512 terms of size O(1): rounding ~1e-15, a few hundred eps of agreement
 AGREE = 256 * np.finfo(np.float64).eps
@@ -295,3 +295,38 @@ def test_search_records_hold_and_are_recomputed(records, hypothesis_id):
                                    eta=control["beta"], method="exact").value
         assert_allclose(control["nc"], expected, rtol=AGREE)
         assert control["best_minus_nc"] >= -neg.VALUE_TOL and control["rho"] == 0.0
+
+
+# ---------------------------------------------------------------- without replacement, definition 2 (successive sampling)
+
+
+def test_successive_law_is_torch_multinomial_without_replacement():
+    weights = {0: F(1), 1: F(2), 2: F(3), 3: F(4)}
+    law = neg.successive_law(weights, num_negatives=2)
+    assert sum(law.values()) == 1
+    generator = torch.Generator().manual_seed(0)
+    draws = torch.multinomial(torch.tensor([1.0, 2.0, 3.0, 4.0]).expand(200_000, 4), 2, replacement=False,
+                              generator=generator)
+    pairs, counts = np.unique(draws.numpy(), axis=0, return_counts=True)
+    freq = {tuple(p): c / 200_000 for p, c in zip(pairs.tolist(), counts)}
+    for t, p in law.items():  # Monte Carlo: standard error <= sqrt(1/4 / 2e5) ~ 1.1e-3; 5 sigma
+        assert abs(freq.get(t, 0.0) - float(p)) <= 5.6e-3
+
+
+def test_definition_2_holds_on_the_counterexample_of_definition_1_and_fails_for_a_decreasing_eta():
+    main = next(x for x in neg.counterexamples() if x["family"] == "without-replacement")
+    args = (main["model"], main["setting"], main["psi"])
+    plain = neg.sequential_model_loss(*args, num_negatives=main["k"], rho=main["rho"])
+    hard = neg.sequential_model_loss(*args, num_negatives=main["k"], rho=main["rho"], eta=main["eta"])
+    assert hard >= plain and main["hard"] < main["plain"]  # definition 2 holds where definition 1 fails
+    # a decreasing eta breaks hypothesis 1.2: the same check must then see a negative gap somewhere
+    decreasing = step_eta([F(0)], [F(-1, 2)])
+    gaps = [neg.sequential_model_loss(*args, num_negatives=2, rho=rho, eta=decreasing)
+            - neg.sequential_model_loss(*args, num_negatives=2, rho=rho) for rho in (F(0), F(1, 2), F(1))]
+    assert min(gaps) < 0
+
+
+def test_definition_2_record_holds_on_every_instance(records):
+    (r,) = [x for x in records if "definition 2" in x.violation]
+    assert r.result == "holds" and r.evidence == "exact" and r.gap >= 0 and "exact on" in r.details["instances_text"]
+    assert F(r.values["gap_definition_1"]) < 0 <= F(r.values["gap_definition_2"])

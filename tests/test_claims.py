@@ -391,3 +391,24 @@ def test_run_claims_passes_the_engine_to_each_sweep(tmp_path, engine):
     assert result.complete and result.runs == len(expand(claim_spec("8"), scale="tiny"))
     sweep_json = read_json(tmp_path / "sweeps" / claim_spec("8").name / "sweep.json")
     assert sweep_json["engine"] == engine
+
+
+def test_a_trend_row_counts_its_runs_not_its_seeds_when_it_says_how_many_converged():
+    """Claim 3's trend rests on every run of every beta > 0 (4 betas x 3 seeds): "k/12 runs converged", never
+    "k/3" (what the text said when the count was put over the seeds)."""
+    grid = [(1.0, 0.2), (5.0, 0.5), (10.0, 0.7), (30.0, 0.8)]
+    runs = [s for b, e in grid for s in point(setting="hucl", beta=b, etf=e,
+                                              convergence=("converged", "still moving", "converged"))]
+    trend = row(evaluate_claim("3", runs), "HUCL, beta > 0")
+    assert trend.n_seeds == 3 and trend.converged == 8 and trend.runs == 12
+    assert trend.convergence_text() == "8/12 runs converged" and trend.verdict == I
+    [one] = [r for r in evaluate_claim("3", runs) if r.setting == "setting=hucl, beta=1"]
+    assert one.convergence_text() == "2/3 converged"
+
+
+def test_row_labels_show_only_the_fields_a_run_reads():
+    """An SCL run ignores beta (a spec's beta = 5 is inherited, not read): its label has no beta; HSCL's has."""
+    records = evaluate_claim("8", point(setting="scl", beta=5.0, classes=20, batch_size=64))
+    assert any(r.setting == "C=20, batch_size=64" for r in records), [r.setting for r in records]
+    assert evaluations._name(fake(setting="scl", beta=5.0), "setting", "beta") == "setting=scl"
+    assert evaluations._name(fake(setting="hscl", beta=5.0), "setting", "beta") == "setting=hscl, beta=5"

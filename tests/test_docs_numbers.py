@@ -123,3 +123,57 @@ def test_the_record_type_is_strict(tool, change, message):
 def test_times_are_written_as_people_read_them(tool):
     assert [tool.minutes_seconds(s) for s in (168, 599.4, 1372, 1744)] == ["168 s", "599 s", "22 min 52 s",
                                                                            "29 min 4 s"]
+
+
+# ---------------------------------------------------------------------------------------- the claim tables
+
+
+@pytest.fixture(scope="module")
+def tables_tool(tool):
+    import docs_tables  # tools/ is on sys.path once tools/docs_numbers.py is loaded
+
+    return docs_tables
+
+
+def _claim_file(folder: Path, claim_id: str, *, seeds="confirmatory", failed=(), scale="quick"):
+    from ncgeom.campaigns.claims import CLAIMS, ClaimRecord, ClaimResult
+    from ncgeom.vocabulary import Verdict
+
+    rows = (ClaimRecord(claim_id, "overall", "-", CLAIMS[claim_id].statement, "1 holds (of 1 rows)", Verdict.HOLDS, 3),)
+    result = ClaimResult(claim_id, CLAIMS[claim_id].statement, CLAIMS[claim_id].spec, scale, 3, tuple(failed), None,
+                         rows, seeds)
+    return result.write(folder / f"{claim_id}.json")
+
+
+def test_the_claim_tables_refuse_exploratory_or_incomplete_results(tables_tool, tmp_path, monkeypatch):
+    """The docs report verdicts on the confirmatory seeds of complete runs only: anything else is an error naming
+    the file, never a table."""
+    from ncgeom.campaigns.claims import CLAIMS
+
+    monkeypatch.setattr(tables_tool, "claims_folder", lambda scale: tmp_path / scale)
+    (tmp_path / "quick").mkdir()
+    for claim_id in CLAIMS:
+        _claim_file(tmp_path / "quick", claim_id)
+    assert set(tables_tool.claim_results("quick")) == set(CLAIMS)
+    _claim_file(tmp_path / "quick", "3", seeds="exploratory")
+    with pytest.raises(ValueError, match="3.json: the docs quote complete results on the confirmatory seeds"):
+        tables_tool.claim_results("quick")
+    _claim_file(tmp_path / "quick", "3", failed=("run-a: killed",))
+    with pytest.raises(ValueError, match="incomplete"):
+        tables_tool.claim_results("quick")
+    _claim_file(tmp_path / "quick", "3", scale="full")
+    with pytest.raises(ValueError, match="expected 3 at quick"):
+        tables_tool.claim_results("quick")
+    (tmp_path / "quick" / "3.json").unlink()
+    with pytest.raises(ValueError, match="missing"):
+        tables_tool.claim_results("quick")
+
+
+def test_a_stale_or_unknown_table_is_listed_not_kept(tables_tool):
+    text = "before\n<!-- table:claims.summary -->\n| old |\n<!-- /table -->\nafter\n"
+    new, changes = tables_tool.rewrite_tables(text, {"claims.summary": "| new |\n"}, "README.md")
+    assert new == "before\n<!-- table:claims.summary -->\n| new |\n<!-- /table -->\nafter\n"
+    assert changes == ["README.md:2: table claims.summary is not what figures/*/claims give"]
+    assert tables_tool.rewrite_tables(new, {"claims.summary": "| new |\n"}, "README.md") == (new, [])
+    with pytest.raises(ValueError, match="unknown table key 'claims.nine'"):
+        tables_tool.rewrite_tables(text.replace("summary", "nine"), {}, "README.md")

@@ -15,6 +15,9 @@ A quoted number sits between two markers that name its source, in README.md, doc
   stage, the install time, the checks that passed by kind of evidence, the hypothesis-ablation records, the
   runs and seeds it trained, its commit. ``--list`` prints every key.
 
+The claim tables (``<!-- table:KEY -->`` ... ``<!-- /table -->``) are generated the same way, from the claim results
+of those reproductions (``figures/<scale>/claims/<id>.json``; tools/docs_tables.py), and checked by ``--check``.
+
 ``ncgeom/cli/measured.py`` (the times that ``ncgeom reproduce --help`` quotes) is generated whole from the same
 records, and docs/cli.md from the parsers (``python -m ncgeom.cli.reference``).
 
@@ -49,6 +52,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as a script from anywhere: the ncgeom of this repository
     sys.path.insert(0, str(REPO))
+if str(REPO / "tools") not in sys.path:  # its sibling, the claim tables
+    sys.path.insert(0, str(REPO / "tools"))
+
+import docs_tables  # noqa: E402  (after the path above)
 
 __all__ = ["ReproductionRecord", "MARKER", "values", "rewrite", "stale", "measured_module", "main"]
 
@@ -71,7 +78,9 @@ class ReproductionRecord:
     runs, seeds : training runs of the claims and seeds per grid point; checks : {status: count} of the verify
     stage; evidence : {kind: passes} of the verify stage; ablations : hypothesis-ablation records of the theory
     stage; sequential : {"wall_seconds", "cpu_percent"} of the same work with one stage after another, or None;
-    origin : how this record was made (by ``record`` from DIR, or transcribed, and from what).
+    origin : how this record was made (by ``record`` from DIR, or transcribed, and from what);
+    epochs : {"trained", "budget"}: the epochs the claims' runs trained, summed, and their budgets (``epochs`` of
+    each config) summed: what stopping at convergence saved; None in a record from before ``stop``.
     """
 
     scale: str
@@ -93,6 +102,7 @@ class ReproductionRecord:
     ablations: int
     sequential: dict[str, float] | None
     origin: str
+    epochs: dict[str, int] | None = None
 
     def __post_init__(self):
         if self.scale not in SCALES:
@@ -115,7 +125,7 @@ class ReproductionRecord:
         """The inverse of :meth:`to_dict`; an unknown or a missing key raises ValueError naming it."""
         names = [f.name for f in fields(cls)]
         unknown = sorted(set(data) - set(names))
-        missing = [n for n in names if n not in data]
+        missing = [n for n in names if n not in data and n != "epochs"]
         if unknown or missing:
             raise ValueError(f"reproduction record: unknown keys {unknown}, missing keys {missing}")
         return cls(**data)
@@ -186,6 +196,10 @@ def _record_keys(scale: str, r: ReproductionRecord) -> dict[str, str]:
         keys[p + f"stage.{stage}.minutes"] = f"{seconds / 60:.0f}"
     for kind, n in r.evidence.items():
         keys[p + f"evidence.{kind}"] = str(n)
+    if r.epochs is not None:
+        keys[p + "epochs.trained"] = str(r.epochs["trained"])
+        keys[p + "epochs.budget"] = str(r.epochs["budget"])
+        keys[p + "epochs.saved_percent"] = f"{100 * (1 - r.epochs['trained'] / r.epochs['budget']):.0f}"
     if r.sequential is not None:
         keys[p + "sequential.wall"] = minutes_seconds(r.sequential["wall_seconds"])
         keys[p + "sequential.cpu_percent"] = f"{r.sequential['cpu_percent']:.0f}"
@@ -262,13 +276,15 @@ MACHINE_CORES = "2 CPU cores"
 '''
 
 
-def stale(table: dict[str, str] | None = None) -> list[str]:
-    """One line per number (or generated file) that differs from what its source gives."""
+def stale(table: dict[str, str] | None = None, claim_tables: dict[str, str] | None = None) -> list[str]:
+    """One line per number, table (or generated file) that differs from what its source gives."""
     table = values() if table is None else table
+    claim_tables = docs_tables.tables() if claim_tables is None else claim_tables
     problems: list[str] = []
     for path in marked_files():
-        _, changes = rewrite(path.read_text(), table, str(path.relative_to(REPO)))
-        problems += changes
+        text, changes = rewrite(path.read_text(), table, str(path.relative_to(REPO)))
+        _, table_changes = docs_tables.rewrite_tables(text, claim_tables, str(path.relative_to(REPO)))
+        problems += changes + table_changes
     if not MEASURED.is_file() or MEASURED.read_text() != measured_module(table):
         problems.append(f"{MEASURED.relative_to(REPO)} is not what the records give")
     return problems
@@ -282,7 +298,7 @@ def build_record(folder: Path, *, wall_seconds: float, cpu_seconds: float, insta
     """The record of the reproduction in ``folder`` (the ``--out`` of ``ncgeom reproduce``), read through the
     owners of its files; the times of the whole command are the caller's measurements."""
     from ncgeom.atomic_io import read_json
-    from ncgeom.campaigns.claims import CLAIMS, ClaimResult
+    from ncgeom.campaigns.claims import CLAIMS, ClaimResult, claim_spec, load_summaries
     from ncgeom.reproduce.stages import StageRecord
     from proofs_check.ablations import AblationResult
     from proofs_check.records import CheckResult
@@ -301,6 +317,8 @@ def build_record(folder: Path, *, wall_seconds: float, cpu_seconds: float, insta
     if any(c is None for c in claims):
         raise ValueError(f"{folder}: a claim has no result: no record of a partial run")
     specs = _spec_counts()
+    summaries = [s for claim_id in CLAIMS for s in load_summaries(folder / "sweeps" / claim_spec(claim_id).name)]
+    epochs = {"trained": sum(s.epochs_run for s in summaries), "budget": sum(s.config.epochs for s in summaries)}
     provenance = manifest["provenance"]
     return ReproductionRecord(
         scale=scale, command=f"ncgeom reproduce --{scale} --out DIR --workers {workers}", workers=workers,
@@ -309,7 +327,7 @@ def build_record(folder: Path, *, wall_seconds: float, cpu_seconds: float, insta
         install_seconds=install_seconds, stages=stages, runs=sum(c.runs for c in claims if c is not None),
         seeds=specs[scale][2], checks=dict(Counter(c.status for c in checks)),
         evidence={kind: sum(c.status == "pass" and c.evidence == kind for c in checks) for kind in EVIDENCE},
-        ablations=len(ablations), sequential=None,
+        ablations=len(ablations), sequential=None, epochs=epochs,
         origin=f"written by tools/docs_numbers.py record from the reproduction folder {folder.name}/",
     )
 
@@ -336,15 +354,19 @@ def main(argv: list[str] | None = None) -> int:
                                   install_seconds=args.install_seconds, machine=args.machine, install=args.install,
                                   workers=args.workers, engine=args.engine)
             args.out.write_text(json.dumps(record.to_dict(), indent=2) + "\n")
-            print(f"wrote {args.out}; now run python tools/docs_numbers.py")
+            copied = docs_tables.copy_claims(args.folder, record.scale)
+            print(f"wrote {args.out} and {len(copied)} claim results under "
+                  f"{docs_tables.claims_folder(record.scale).relative_to(REPO)}; now run python tools/docs_numbers.py")
             return 0
         table = values()
+        claim_tables = docs_tables.tables()
         if args.list:
             width = max(map(len, table))
             print("\n".join(f"{k:<{width}}  {v}" for k, v in sorted(table.items())))
+            print("\n".join(f"{k:<{width}}  (table)" for k in sorted(claim_tables)))
             return 0
         if args.check:
-            problems = stale(table)
+            problems = stale(table, claim_tables)
             for line in problems:
                 print(line)
             if problems:
@@ -353,6 +375,8 @@ def main(argv: list[str] | None = None) -> int:
         changed = 0
         for path in marked_files():
             text, changes = rewrite(path.read_text(), table, str(path.relative_to(REPO)))
+            text, table_changes = docs_tables.rewrite_tables(text, claim_tables, str(path.relative_to(REPO)))
+            changes += table_changes
             if changes:
                 path.write_text(text)
                 changed += len(changes)

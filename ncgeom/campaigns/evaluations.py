@@ -123,8 +123,10 @@ def _est(runs: Sequence[RunSummary], get: str | Callable[[RunSummary], float], *
 
 
 def _name(s: RunSummary, *keys: str) -> str:
+    """The row label: ``key=value`` of each key the run reads (:meth:`~ncgeom.runs.Config.applies`: no beta for SCL)."""
     c = s.config
-    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k in keys for v in [getattr(c, k)])
+    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k in keys if c.applies(k)
+                     for v in [getattr(c, k)])
 
 
 def _beta(s: RunSummary) -> float:

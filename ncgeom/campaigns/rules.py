@@ -231,6 +231,7 @@ class ClaimRecord:
     rule: str = ""
     seeds_on_side: int | None = None
     converged: int | None = None
+    runs: int | None = None
 
     def __post_init__(self) -> None:
         if self.verdict is not None:
@@ -246,7 +247,7 @@ class ClaimRecord:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ClaimRecord:
         names = {f.name for f in fields(cls)}
-        require_keys("claim record", data, accepted=names, required=names - {"rule", "seeds_on_side", "converged"})
+        require_keys("claim record", data, accepted=names, required=names - {"rule", "seeds_on_side", "converged", "runs"})
         return cls(**data)
 
     def seeds_text(self) -> str:
@@ -256,9 +257,11 @@ class ClaimRecord:
         return f"{self.seeds_on_side}/{self.n_seeds}"
 
     def convergence_text(self) -> str:
-        """``k/n converged``, or ``at the budget`` for a fixed-budget row (``-`` for the overall and context rows)."""
-        if self.converged is not None and self.n_seeds is not None:
-            return f"{self.converged}/{self.n_seeds} converged"
+        """``k/n converged`` (n: the runs the row rests on, one per seed or, for a trend over beta, several), or
+        ``at the budget`` for a fixed-budget row (``-`` for the overall and context rows)."""
+        total = self.runs if self.runs is not None else self.n_seeds
+        if self.converged is not None and total is not None:
+            return f"{self.converged}/{total} {'runs ' if total != self.n_seeds else ''}converged"
         return "at the budget" if self.rule.startswith("at the budget") else "-"
 
     def interval_text(self) -> str:
@@ -301,7 +304,7 @@ def row(claim: str, setting: str, metric: str, expected: str, *, rule: str, verd
     text += "".join(f"; {note}" for note in notes) + ("; marginal: " + ", ".join(marginal) if marginal else "")
     return ClaimRecord(claim, setting, metric, expected, text, verdict, n, {k: e.pair() for k, e in est.items()},
                        INTERVAL_METHOD, rule, None if tally is None else tally.on_side,
-                       None if gate is None else gate.converged)
+                       None if gate is None else gate.converged, None if gate is None else gate.n)
 
 
 def overall_row(claim: str, statement: str, rows: Sequence[ClaimRecord]) -> ClaimRecord:
@@ -309,7 +312,9 @@ def overall_row(claim: str, statement: str, rows: Sequence[ClaimRecord]) -> Clai
     decided = [r for r in rows if r.verdict is not None]
     verdicts = [r.verdict for r in decided if r.verdict is not None]
     if not verdicts:
-        return ClaimRecord(claim, "overall", "-", statement, "no finished runs", Verdict.INCONCLUSIVE, 0,
+        observed = (f"no deciding row: all {len(rows)} rows are context (their notes say why)" if rows else
+                    "no finished runs")
+        return ClaimRecord(claim, "overall", "-", statement, observed, Verdict.INCONCLUSIVE, 0,
                            rule="combine the deciding rows")
     counts = {v: verdicts.count(v) for v in Verdict}
     observed = ", ".join(f"{n} {v.value}" for v, n in counts.items() if n) + f" (of {len(verdicts)} rows)"

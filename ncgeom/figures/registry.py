@@ -109,6 +109,20 @@ FIGURES: tuple[FigureSpec, ...] = (
         statements=("Theorem 3",),
     ),
     FigureSpec(
+        "fig_hucl_optimum",
+        "HUCL optimal geometry along beta",
+        "Left: for C = 3, k = 1, infonce, tau = 1, the HUCL population loss vs beta: NC's value, the Theorem 1 + 3 "
+        "bound L_UCL(NC), the collision-aware bound B(beta), the certified minimum over collapsed configurations "
+        "in R^2 (interval branch and bound, to 1e-7; markers) and the best configuration found in d = 2 over n in "
+        "{1, 2, 3} points per class and in d = 3. Middle: how far the optimum found lies below NC, L(NC) - L*, for "
+        "every (C, d) computed (solid d = C - 1, dashed d = C), the changes of the optimal geometry marked (x: "
+        "continuous, o: first order). Right: how far it lies above the bound, L* - B (0 where the bound is "
+        "attained). Bears on the HUCL open problem and claim 3.",
+        claims=("3",),
+        statements=("HUCL open problem",),
+        data=("theory",),
+    ),
+    FigureSpec(
         "fig_hucl_etf",
         "HUCL: distance to the simplex ETF vs beta",
         "Left: final ETF distance of the trained HUCL runs of the claim-3 sweep (beta = 0 is UCL) vs beta, "

@@ -11,6 +11,10 @@
 - ``hucl_thresholds.json``: the HUCL thresholds by dimension, beta_loc(C, d) and beta_sw(C, d), with the
   smallest Hessian eigenvalue at NC vs beta, and the thresholds of the claim-3 batch objective
   (docs/results.md, "HUCL thresholds by dimension"; proofs_check.hucl).
+- ``hucl_optimum.json``: the HUCL optimal geometry along beta (certified minima for C = 3, d = 2, the optimum's
+  path, the collision-aware bound; docs/results.md, "HUCL optimal geometry along beta"): the full record shipped
+  with proofs_check (:func:`proofs_check.hucl.optimum.record.theory_data`; hours of CPU to recompute), at the
+  quick and full scales; not at the test scale.
 - ``ablations.json``: ``{"ablations": [record, ...], "errors": [...], "quick", "cases"}``, the records of the
   hypothesis-ablation registry (:func:`proofs_check.ablations.run_ablations`; records:
   :meth:`proofs_check.ablations.AblationResult.to_dict`; docs/verify.md, "Ablations"), one error line per case
@@ -46,6 +50,7 @@ from proofs_check.hucl import check_hucl, check_threshold_table
 from proofs_check.hucl.batch import batch_thresholds
 from proofs_check.hucl.checkers import TAU, claim3_geometry
 from proofs_check.hucl.jets import blocks_for, reduced_curvature
+from proofs_check.hucl.optimum import record as optimum_record
 from proofs_check.records import CheckResult
 
 __all__ = [
@@ -64,12 +69,12 @@ __all__ = [
 HUCL_CURVE_BETAS: tuple[float, ...] = tuple(round(0.05 * i, 10) for i in range(61))  # 0..3: every threshold is below 2.4
 #: Theory files, and ablation cases ``ablation_<case>`` (:data:`proofs_check.ablations.CASES`), not computed at the
 #: test scale (7-40 s of CPU each even in their quick form); their figures then report "no data" (fig_<name>).
-NOT_AT_TINY: tuple[str, ...] = ("ablation_imbalance", "ablation_positives", "ablation_negatives")
+NOT_AT_TINY: tuple[str, ...] = ("ablation_imbalance", "ablation_positives", "ablation_negatives", "hucl_optimum")
 #: The file of the ablation records (``theory/ablations.json``).
 ABLATIONS = "ablations"
 THEORY_FILES: tuple[str, ...] = (
     "nc_values", "harris_gap", "certificates", "hucl_exploration", "hucl_thresholds", "ablation_dimension",
-    "ablation_imbalance", ABLATIONS,
+    "ablation_imbalance", ABLATIONS, "hucl_optimum",
 )
 
 
@@ -271,7 +276,11 @@ def compute_all(directory: Path, *, scale: ScaleParameters, verify_results: Path
         "hucl_thresholds": lambda: hucl_thresholds(
             verify_results=verify_results, quick=scale.verify != "full", claim3=claim3(), batch=scale.name != "tiny"
         ),
+        # the full record shipped with proofs_check (hours of CPU to recompute; verify rechecks its certificates)
+        "hucl_optimum": optimum_record.theory_data,
     }
+    if scale.name == "tiny":
+        del jobs["hucl_optimum"]
     summary: dict = {"computed": [], "skipped": []}
     failed = []
     for name, job in jobs.items():

@@ -34,6 +34,7 @@ from ncgeom.vocabulary import (
     ESTIMATORS,
     IMAGE_DATASETS,
     INITS,
+    LAYERED_MODELS,
     MODEL_KINDS,
     NORMALIZATIONS,
     POSITIVES_KINDS,
@@ -203,7 +204,8 @@ class Config:
         """Whether the run reads field ``name``: what a label of the run shows (``ncgeom compare``, ``ncgeom
         summarize``, summary.csv). Not read: a field of another data set (:data:`DATASET_FIELDS`); beta in scl/ucl
         (:func:`ncgeom.vocabulary.effective_beta`); psi and margin with the weighted estimator, margin unless psi is
-        triplet; noise_scale without noise positives; hidden_dim and depth without an MLP; init_noise without a
+        triplet; noise_scale without noise positives; hidden_dim and depth without an MLP or a deep linear network
+        (:data:`~ncgeom.vocabulary.LAYERED_MODELS`); init_noise without a
         near-NC start; init_scale without a random unconstrained start; the input fields of the Gaussian mixture
         (input_dim, separation, spread, test_per_class) for unconstrained features, which have no inputs.
         """
@@ -216,8 +218,8 @@ class Config:
             "psi": self.estimator != "sampled",
             "margin": self.estimator != "sampled" or self.psi != "triplet",
             "noise_scale": self.positives != "noise",
-            "hidden_dim": self.model != "mlp",
-            "depth": self.model != "mlp",
+            "hidden_dim": self.model not in LAYERED_MODELS,
+            "depth": self.model not in LAYERED_MODELS,
             "init_noise": self.init != "near_nc",
             "init_scale": self.init != "random" or self.model != "unconstrained",
             **dict.fromkeys(("input_dim", "separation", "spread", "test_per_class"), self.model == "unconstrained"),

@@ -27,10 +27,13 @@ What is searched (numerical). For each r of a grid, a batched multi-start L-BFGS
 "merged" configuration (majority at -u, every minority at u) each perturbed by ``START_NOISE``, and the previous
 r's winner (continuation). The winner is described by its minority-minority inner products: the minority
 classes are pulled together as r grows and, beyond a ratio r_mc, merge into one point antipodal to the majority
-(minority collapse). r_mc is bisected on the searched winner to ``RATIO_TOL`` (quick: ``QUICK_RATIO_TOL``). For beta = 0 a closed form
-gives the ratio r_loc above which the merged configuration is a local minimizer (second variation
-(a - (C - 1) b)/2 |x|^2 along minority spreads x with sum 0, a = S_1m g'(-1), b = S_mm g'(1); :func:`merge_ratio`):
-SCL r(r + 2C - 3) = 2 (C - 1)^2 kappa, UCL r = (C - 1) kappa, kappa = g'(1)/g'(-1) = (1 + e^{2/tau})/2.
+(minority collapse, a supercritical pitchfork). r_mc is where the merged configuration becomes a local minimizer:
+the second variation along minority spreads x with sum 0 is (a - (C - 1) b)/2 |x|^2 (:func:`merge_criterion`, with the
+tilt's term for HSCL), and :func:`merge_ratio` is its root in r. For beta = 0 it has a closed form (a = S_1m g'(-1),
+b = S_mm g'(1)): SCL r(r + 2C - 3) = 2 (C - 1)^2 kappa, UCL r = (C - 1) kappa, kappa = g'(1)/g'(-1) = (1 + e^{2/tau})/2.
+The search's own bisection on the winner (to ``RATIO_TOL``, quick: ``QUICK_RATIO_TOL``; "merged" when the smallest
+minority inner product is >= 1 - MERGE_TOL) is reported as a cross-check: near r_mc the unmerged branch is within
+MERGE_TOL of merged, so that bracket can sit just below r_mc.
 
 Sources: docs/theory.md, section 4 (Theorems 2 and 3, hypothesis 1) and section 5; jiang2025hard, Theorems 2-3;
 the minority-collapse picture of fang2021exploring (cross-entropy, layer-peeled model).
@@ -50,6 +53,13 @@ from ncgeom.losses.psi import make_psi
 from ncgeom.population import FiniteLatentModel, population_loss
 from ncgeom.validate import require_choice, require_int, require_real
 from ncgeom.vocabulary import SETTINGS, Setting, effective_beta, is_supervised
+from proofs_check.ablations.imbalance_merge import (
+    MERGE_SETTINGS,
+    MERGE_TABLE_CLASSES,
+    merge_criterion,
+    merge_ratio,
+    merge_ratio_table,
+)
 from proofs_check.ablations.records import AblationResult
 from proofs_check.hucl.loss import unit_rows
 from proofs_check.hucl.search import multistart
@@ -57,7 +67,7 @@ from proofs_check.hucl.search import multistart
 __all__ = [
     "PRIOR_FAMILY", "BETAS", "TAU", "SEED", "START_NOISE", "MERGE_TOL", "RATIO_TOL", "QUICK_RATIO_TOL", "SEARCH_TOL",
     "imbalanced_prior", "collapsed_loss", "population_value", "etf_value", "etf_criticality_defect",
-    "merge_ratio", "merged_configuration", "best_configuration", "imbalance_table", "ablations", "ablations_with_table",
+    "merge_criterion", "merge_ratio", "merge_ratio_table", "MERGE_TABLE_CLASSES", "merged_configuration", "best_configuration", "imbalance_table", "ablations", "ablations_with_table",
 ]
 
 PRIOR_FAMILY = "lambda(r) = (r, 1, ..., 1)/(r + C - 1) (one majority class, class 0)"
@@ -74,8 +84,8 @@ SEARCH_TOL = 1e-10
 MERGE_TOL = 1e-4
 RATIO_TOL = 1e-2  # bisection width for r_mc (full)
 QUICK_RATIO_TOL = 5e-2  # (quick: each step near r_mc is a slow search, the Hessian there is degenerate)
-_SETTINGS_ABLATED: tuple[tuple[str, Setting, float], ...] = (
-    ("2", "scl", 0.0), ("2", "hscl", 1.0), ("2", "hscl", 5.0), ("3", "ucl", 0.0))
+_SETTINGS_ABLATED: tuple[tuple[str, Setting, float], ...] = tuple(
+    ("3" if setting == "ucl" else "2", setting, beta) for setting, beta in MERGE_SETTINGS)
 
 
 def imbalanced_prior(num_classes: int, ratio: float) -> np.ndarray:
@@ -149,19 +159,6 @@ def etf_criticality_defect(num_classes: int, ratio: Fraction, setting: Setting) 
     setting = require_choice("setting", setting, SETTINGS)
     s_m1, s_mm = _pair_weights(c, Fraction(ratio), setting)
     return s_m1 - s_mm
-
-
-def merge_ratio(num_classes: int, setting: Setting, *, tau: float = TAU) -> float:
-    """r_loc (beta = 0): above it the merged configuration (majority at -u, minorities at u) is a local minimizer
-    (module docstring). SCL: the root of r(r + 2C - 3) = 2 (C - 1)^2 kappa; UCL: (C - 1) kappa. Example: C = 3, SCL, tau = 1:
-    r(r + 3) = 8 (1 + e^2)/2, r = 4.4838."""
-    c = require_int("num_classes", num_classes, min_value=3)
-    setting = require_choice("setting", setting, ("scl", "ucl"))
-    kappa = (1.0 + math.exp(2.0 / tau)) / 2.0  # g'(1) / g'(-1), g'(m) = expit((m - 1) / tau) / tau
-    if setting == "ucl":
-        return (c - 1) * kappa
-    b = 2 * c - 3
-    return (-b + math.sqrt(b * b + 8 * (c - 1) ** 2 * kappa)) / 2
 
 
 def merged_configuration(num_classes: int, dim: int) -> np.ndarray:
@@ -258,12 +255,15 @@ def imbalance_table(*, quick: bool, seed: int = SEED) -> dict[str, Any]:
             flips = [i for i in range(1, len(rows)) if rows[i]["merged"] and not rows[i - 1]["merged"]]
             bracket = (_bisect_merge(c, d, setting, beta, rows[flips[0] - 1], rows[flips[0]], num_random=num_random,
                                      rng=rng, ratio_tol=ratio_tol, max_iter=max_iter) if flips else None)
+            r_mc = merge_ratio(c, setting, beta=beta)
             curves.append({
                 "setting": setting, "beta": beta, "num_classes": c, "dim": d, "ratios": ratios,
                 "gap": [row["gap"] for row in rows], "minority_inner": [row["minority_inner"] for row in rows],
                 "majority_inner": [row["majority_inner"] for row in rows], "merged": [row["merged"] for row in rows],
                 "merge_bracket": bracket,
-                "merge_ratio_closed_form": merge_ratio(c, setting) if beta == 0 else None,
+                "merge_ratio_closed_form": r_mc,
+                "merge_bracket_holds_criterion": (None if bracket is None or r_mc is None else
+                                                  bracket[0] - ratio_tol <= r_mc <= bracket[1] + ratio_tol),
                 "etf_not_critical_for_r_gt_1": all(etf_criticality_defect(c, Fraction(r), setting) != 0
                                                    for r in ratios if r > 1),
                 "last": rows[-1], "first": {k: rows[0][k] for k in ("gap", "etf_residual", "loss_best", "loss_etf")},
@@ -323,12 +323,18 @@ def ablations_with_table(*, quick: bool) -> tuple[list[AblationResult], dict[str
                     "setting": setting, "beta": beta},
             details={
                 "r_star": 1.0,
+                "merge_ratio_table": merge_ratio_table(),
                 "r_star_evidence": "exact: for C >= 3 and r != 1 the ETF is not a critical point (S_m1 != S_mm', "
                                    "exact rationals; module docstring), for every beta; the gap sizes are numerical",
                 "merge": [{"num_classes": cv["num_classes"], "dim": cv["dim"], "bracket": cv["merge_bracket"],
-                           "closed_form_local": cv["merge_ratio_closed_form"]} for cv in curves],
+                           "closed_form_local": cv["merge_ratio_closed_form"],
+                           "bracket_holds_closed_form": cv["merge_bracket_holds_criterion"]} for cv in curves],
+                "merge_evidence": ("r_mc: the root of the second-variation criterion a - (C - 1) b with the tilt term "
+                                   "(merge_criterion; closed forms at beta = 0); the search's bisection bracket (merge "
+                                   "tolerance MERGE_TOL) is a cross-check only"),
                 "curves": [{k: cv[k] for k in ("num_classes", "dim", "ratios", "gap", "minority_inner", "majority_inner",
-                                               "merged", "merge_bracket", "merge_ratio_closed_form")} for cv in curves],
+                                               "merged", "merge_bracket", "merge_ratio_closed_form",
+                                               "merge_bracket_holds_criterion")} for cv in curves],
                 "gap_at_r_1": [cv["first"]["gap"] for cv in curves],
                 "coverage": {"random_starts": table["num_random"], "structured_starts": ["ETF", "merged", "previous winner"],
                              "start_noise": START_NOISE, "optimizer": "batched L-BFGS float64, strong Wolfe",

@@ -32,19 +32,19 @@ class-mean Gram to each optimum. Evidence: numerical (the searches and the train
 objective is checked against ``batch_loss`` on collapsed batches in tests/test_imbalance_training.py).
 
 ``python -m proofs_check.ablations.imbalance_training [--quick] [--out FILE]`` prints the table (and writes it as
-JSON).
+strict JSON, atomically: :func:`ncgeom.atomic_io.atomic_write_json`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from ncgeom.atomic_io import atomic_write_json
 from ncgeom.geometry import simplex_etf
 from ncgeom.validate import require_choice, require_int, require_real
 from ncgeom.vocabulary import BATCHINGS, SETTINGS, Setting, effective_beta, is_supervised
@@ -230,8 +230,7 @@ def _cli() -> None:  # pragma: no cover - manual: python -m proofs_check.ablatio
     data = compare(epochs=100, seeds=(0,)) if args.quick else compare()
     print(_table(data))
     if args.out:
-        with open(args.out, "w") as handle:
-            json.dump(data, handle, indent=1)
+        atomic_write_json(args.out, data)  # strict JSON (NaN -> null), written atomically
 
 
 if __name__ == "__main__":  # pragma: no cover

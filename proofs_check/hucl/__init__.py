@@ -13,6 +13,8 @@ every hardness beta. This package answers "from which beta on?" as a function of
 - :mod:`.search`: the global switch beta_sw(C, d) (some configuration beats NC), a multi-start search;
 - :mod:`.batch`: the same questions for what training optimizes (detached weights, batch size B);
 - :mod:`.exploration`: the multi-start minimum vs beta, and the equiangular slope;
+- :mod:`.optimum`: past the switch, the optimal geometry along beta (n points per class, certified for C = 3,
+  d = 2; the collision-aware bound);
 - :mod:`.checkers`: the ``ncgeom verify`` records.
 
 Results (k = 1, infonce, tau = 1): beta_loc(4, 4) = 0.877374 (lift block: the equiangular path, which needs

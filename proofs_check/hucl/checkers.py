@@ -23,7 +23,9 @@ Checked (pass/fail):
   grid point above beta_loc (it must: NC is a saddle there);
 - ``hucl_harris_bound_*`` (numerical) and ``hucl_nc_closed_form_*`` (independent) for the exploration;
 - ``hucl_batch_estimator_agreement_C{C}_d{d}_B{B}`` (independent, full): the collapsed batch loss and its
-  detached gradient equal ``ncgeom.losses.batch_loss`` on the expanded batch.
+  detached gradient equal ``ncgeom.losses.batch_loss`` on the expanded batch;
+- ``hucl_optimum_*``: the HUCL optimum along beta (certified minima for C = 3, d = 2, the local thresholds of NC
+  among n points per class, the collision-aware bound, a self-test): :mod:`proofs_check.hucl.optimum.checkers`.
 
 Quick verify: local thresholds of all six (C, d) of :data:`CASES`; certificates and agreement checks for
 C in {3, 4}; the global search for (C, d) in {(3, 2), (4, 3)} (the first-order switches); the exploration at
@@ -59,6 +61,7 @@ from proofs_check.hucl.local import (
     smallest_hessian_eigenvalue,
 )
 from proofs_check.hucl.loss import batch_count_assignments, collapsed_batch_loss, hucl_collapsed_loss
+from proofs_check.hucl.optimum.checkers import checks as optimum_checks
 from proofs_check.hucl.search import interval_loss_gap, search_switch
 from proofs_check.records import CheckResult, Status
 
@@ -420,5 +423,6 @@ def checks(*, quick: bool) -> list[Callable[[], CheckResult]]:
         c, d, b = claim3_geometry()
         for dd in sorted({d, c}):
             out += [p(check_batch_thresholds, c, dd, b), p(check_batch_estimator_agreement, c, dd, b)]
+    out += optimum_checks(quick=quick)  # the HUCL optimum along beta (issue 25): proofs_check.hucl.optimum.checkers
     out.append(p(check_threshold_table, quick=quick))
     return out
