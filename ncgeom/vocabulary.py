@@ -106,6 +106,8 @@ __all__ = [
     "CELL_SOURCES",
     "MapStatus",
     "MAP_STATUSES",
+    "PhaseSource",
+    "PHASE_SOURCES",
     "LineAxis",
     "LINE_AXES",
     "Verdict",
@@ -349,6 +351,10 @@ CELL_SOURCES: tuple[CellSource, ...] = ("trained", "inferred")
 # A map's record: every level evaluated (complete), or stopped after a level with failed runs (incomplete: rerun it).
 MapStatus = Literal["complete", "incomplete"]
 MAP_STATUSES: tuple[MapStatus, ...] = ("complete", "incomplete")
+# Where a reproduction's phase stage takes its maps: it trains them ("train", the tiny scale's smoke map) or reads
+# the records shipped with the package ("shipped", :mod:`ncgeom.phase.shipping`; quick and full).
+PhaseSource = Literal["train", "shipped"]
+PHASE_SOURCES: tuple[PhaseSource, ...] = ("train", "shipped")
 # Which coordinate a theory line of a map gives (ncgeom.phase.overlays): "x" (an x value for each y value of the
 # panel: drawn as steps through the rows) or "y" (a y value for each x value).
 LineAxis = Literal["x", "y"]

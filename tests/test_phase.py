@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -435,3 +436,104 @@ def test_a_process_pool_trains_the_same_map(smoke, tmp_path):
     root, serial = smoke
     pooled = run_map(root / "smoke.toml", tmp_path / "p", scale="quick", workers=2, figures=False)
     assert pooled.to_dict()["cells"] == serial.to_dict()["cells"]
+
+
+def test_the_benchmark_replay_reproduces_the_adaptive_map(smoke, tmp_path):
+    """benchmarks/bench_phase.py replays the refinement on a uniform map's cells: with the map's levels and label it
+    trains the adaptive map's cells and labels every cell as the uniform map does (the smoke map: one label)."""
+    import importlib.util
+
+    from ncgeom.phase.run import run_map
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_phase.py"
+    spec = importlib.util.spec_from_file_location("bench_phase", path)
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_phase"] = bench  # dataclasses look their module up there
+    spec.loader.exec_module(bench)
+    root, adaptive = smoke
+    uniform = run_map(root / "smoke.toml", tmp_path / "u", scale="quick", uniform=True, figures=False)
+    replayed = bench.replay(uniform, levels=adaptive.levels)
+    assert replayed == {"cells_trained": sum(c.source == "trained" for c in adaptive.cells), "cells": 6,
+                        "cells_wrong": 0}
+    assert bench.agreement(adaptive, uniform) == (6, 6, 2, 2)
+    record = bench.build(root / "out", 10.0, tmp_path / "u", 20.0, workers=1, machine="test", load_average="-",
+                         origin="test")
+    assert bench.PhaseBenchmark.from_dict(record.to_dict()) == record
+
+
+# --- the shipped records: read by the reproduction at quick and full --------------------------------------------------
+
+def test_shipped_records_round_trip(smoke, tmp_path, monkeypatch):
+    """A finished confirmatory map ships through its types and is written back into a reproduction's folder as the map
+    wrote it (cells.json equal, the CSV and table the same text, the heat map redrawn); an absent map writes nothing;
+    an exploratory map does not ship."""
+    import dataclasses
+
+    from ncgeom.phase import shipping as shipped
+
+    root, result = smoke
+    monkeypatch.setattr(shipped, "shipped_folder", lambda name: tmp_path / "shipped" / name)
+    assert shipped.ship(root / "out", tmp_path / "shipped" / "smoke").to_dict() == result.to_dict()
+    assert sorted(p.name for p in (tmp_path / "shipped" / "smoke").iterdir()) == ["cells.json", "overlays.json"]
+    loaded = shipped.load_shipped("smoke")
+    assert loaded is not None and loaded[0].to_dict() == result.to_dict()
+    written = shipped.write_shipped("smoke", tmp_path / "o")
+    assert written is not None and PhaseMap.load(tmp_path / "o").to_dict() == result.to_dict()
+    for name in ("cells.csv", "table.txt"):
+        assert (tmp_path / "o" / name).read_text() == (root / "out" / name).read_text(), name
+    assert (tmp_path / "o" / "phase_map.png").read_bytes()[:4] == b"\x89PNG" and not (tmp_path / "o" / "runs").exists()
+    assert shipped.load_shipped("absent") is None and shipped.write_shipped("absent", tmp_path / "n") is None
+    assert not (tmp_path / "n").exists()
+    dataclasses.replace(result, seeds="exploratory").save(tmp_path / "x")
+    (tmp_path / "x" / "overlays.json").write_bytes((root / "out" / "overlays.json").read_bytes())
+    with pytest.raises(ValueError, match="only a complete map on its confirmatory seeds ships"):
+        shipped.ship(tmp_path / "x", tmp_path / "shipped" / "x")
+
+
+def test_the_package_ships_only_complete_confirmatory_maps():
+    """Every record in ncgeom/phase/shipped/ reads through its type and is a complete map on its confirmatory seeds, at
+    the quick scale, under the name of its spec (a map not yet computed simply has none)."""
+    from ncgeom.phase.shipping import load_shipped
+
+    for name in map_names():
+        shipped = load_shipped(name)
+        if shipped is None:
+            continue
+        record, _ = shipped
+        assert (record.name, record.status, record.seeds, record.scale) == (name, "complete", "confirmatory", "quick")
+        assert record.seed_values == load_map_spec(name).at("quick").seeds("confirmatory")
+        assert record.runs_trained == sum(len(c.runs) for c in record.cells)
+
+
+def test_the_quick_phase_stage_reads_shipped_records_and_trains_nothing(smoke, tmp_path, monkeypatch):
+    """At quick and full the reproduction's phase stage writes the shipped records into its folder, trains no run, and
+    says in its summary and in the report where each map came from; a map without a shipped record is a status line
+    of the report, not a failure."""
+    import dataclasses
+
+    from ncgeom.phase import shipping as shipped
+    from ncgeom.reproduce import pipeline
+    from ncgeom.reproduce.report import phase_section
+    from ncgeom.reproduce.scales import scale_parameters
+    from ncgeom.reproduce.stages import StageRecord
+
+    root, result = smoke
+    monkeypatch.setattr(shipped, "shipped_folder", lambda name: tmp_path / "shipped" / name)
+    shipped.ship(root / "out", tmp_path / "shipped" / "smoke")
+    monkeypatch.setattr(pipeline, "run_map", lambda *a, **k: pytest.fail("the quick phase stage trained a map"))
+    scale = dataclasses.replace(scale_parameters("quick"), phase_maps=("smoke", "phase_hucl_beta_dim"))
+    assert scale_parameters("quick").phase_source == scale_parameters("full").phase_source == "shipped"
+    assert scale_parameters("tiny").phase_source == "train"
+    out = tmp_path / "repro"
+    lines: list[str] = []
+    summary = pipeline._stage_phase(pipeline.Context(out=out, scale=scale, workers=1, log=lines.append))
+    assert summary.failed == () and summary.maps is not None
+    assert summary.maps["smoke"].startswith("shipped record: computed by `ncgeom phase smoke` at the quick scale on the "
+                                            "confirmatory seeds [0, 1]; complete: 8 of 12")
+    assert summary.maps["phase_hucl_beta_dim"].startswith("no shipped record yet")
+    assert PhaseMap.load(out / "phase" / "smoke").to_dict() == result.to_dict()
+    assert not (out / "phase" / "smoke" / "runs").exists() and not (out / "phase" / "phase_hucl_beta_dim").exists()
+    StageRecord("phase", "done", 0.1, summary=summary).save(out)
+    report = "\n".join(phase_section(out))
+    assert "Not trained by this reproduction: the record shipped with ncgeom (`ncgeom/phase/shipped/smoke/`)" in report
+    assert "`phase_hucl_beta_dim`: no shipped record yet" in report and "](phase/smoke/phase_map.png)" in report

@@ -77,6 +77,8 @@ def test_tiny_reproduction_end_to_end(tiny_run):
     smoke = PhaseMap.load(out / "phase" / "phase_classes_batch")
     assert smoke.scale == "tiny" and smoke.runs_trained == smoke.runs_uniform == 8 and smoke.status == "complete"
     assert "## Phase maps" in report and "](phase/phase_classes_batch/phase_map.png)" in report
+    # tiny trains its smoke map (quick and full read the shipped records: tests/test_phase.py)
+    assert "Trained by this reproduction: `ncgeom phase phase_classes_batch --scale tiny --seeds confirmatory`" in report
     assert (out / "phase" / "phase_classes_batch" / "phase_map.png").read_bytes()[:8] == PNG_SIGNATURE
     # the report cites the theory in the repository and prints no path of this machine
     assert "Theory: docs/theory.md" in report

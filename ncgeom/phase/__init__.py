@@ -7,7 +7,9 @@ theory's lines drawn over them (docs/theory.md, section 9, "Phase maps"; docs/re
 - :mod:`.records`: ``cells.json`` (:class:`PhaseMap`), ``overlays.json`` (:class:`Overlays`), the CSV and text table;
 - :mod:`.overlays`: the theory lines, computed by proofs_check;
 - :mod:`.run`: :func:`run_map`, level by level through the campaigns' sweeps;
-- :mod:`.figure`: the heat map and the spectra over epochs (matplotlib, imported when drawing).
+- :mod:`.figure`: the heat map and the spectra over epochs (matplotlib, imported when drawing);
+- :mod:`.shipping`: the shipped maps' confirmatory records (package data ``shipped/<map>/``), read by the
+  reproduction at quick and full.
 
 This package sits between the reproduction and proofs_check / the figures (docs/architecture.md): it trains through
 :mod:`ncgeom.campaigns`, draws the theory's lines with proofs_check's code and the maps with the figures' style.

@@ -18,8 +18,8 @@ from ncgeom.atomic_io import atomic_write_bytes, atomic_write_text, read_json
 from ncgeom.campaigns.claims import CLAIMS, ClaimResult, verdict_text
 from ncgeom.campaigns.rules import INTERVAL_METHOD
 from ncgeom.figures.registry import FIGURES
-from ncgeom.phase.records import CELLS_FILE, OVERLAYS_FILE, Overlays, PhaseMap
-from ncgeom.reproduce.records import FigureRecord, FigureStatuses, ReproductionManifest
+from ncgeom.phase.records import CELLS_FILE, OVERLAYS_FILE, RUNS_FOLDER, Overlays, PhaseMap
+from ncgeom.reproduce.records import FigureRecord, FigureStatuses, PhaseSummary, ReproductionManifest
 from ncgeom.reproduce.stages import STAGES, StageRecord
 from proofs_check.ablations import CASES, AblationResult
 from proofs_check.records import CheckResult
@@ -220,8 +220,12 @@ def phase_section(out: str | Path) -> list[str]:
     out = Path(out)
     folders = sorted(p for p in (out / "phase").glob("*") if (p / CELLS_FILE).is_file()) if (out / "phase").is_dir() else []
     lines = ["## Phase maps", ""]
+    stage = StageRecord.load(out, "phase")
+    summary = stage.summary if stage is not None and isinstance(stage.summary, PhaseSummary) else None
+    if summary is not None and summary.maps:
+        lines += [f"- `{name}`: {text}" for name, text in summary.maps.items()] + [""]
     if not folders:
-        return lines + ["_No phase map (phase stage not run)._"]
+        return lines + ["_No phase map (phase stage not run, or no shipped record)._"]
     lines.append(f"Where training ends in NC, in DC or neither over two axes of the config ({THEORY}, section 9, "
                  "\"Phase maps\": a run that has not converged is \"not converged\" when the map decides end states; a "
                  "cell is labelled by the class all its seeds share, \"mixed\" otherwise; lower-case cells of the table "
@@ -229,6 +233,14 @@ def phase_section(out: str | Path) -> list[str]:
     for folder in folders:
         record = PhaseMap.load(folder)
         lines += ["", f"### {record.name}", "", " ".join(record.description.split()), ""]
+        if (folder / RUNS_FOLDER).is_dir():
+            lines.append(f"Trained by this reproduction: `ncgeom phase {record.name} --scale {record.scale} --seeds "
+                         f"{record.seeds}` (seeds {', '.join(map(str, record.seed_values))}).")
+        else:
+            lines.append(f"Not trained by this reproduction: the record shipped with ncgeom (`ncgeom/phase/shipped/"
+                         f"{record.name}/`), computed by `ncgeom phase {record.name} --scale {record.scale} --seeds "
+                         f"{record.seeds}` (seeds {', '.join(map(str, record.seed_values))}); `ncgeom phase "
+                         f"{record.name} --out DIR` recomputes it.")
         lines.append(f"Status: **{record.status}**; {record.runs_trained} runs trained of the {record.runs_uniform} a "
                      f"uniform grid needs; {record.steps} optimizer steps.")
         lines += ["", "```", record.table_text().rstrip(), "```", ""]
