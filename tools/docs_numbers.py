@@ -73,6 +73,9 @@ SCALES = ("quick", "full")
 STAGES = ("verify", "theory", "claims", "figures")
 EVIDENCE = ("exact", "independent", "numerical", "self-test")
 MEASURED = REPO / "ncgeom" / "cli" / "measured.py"
+#: The wall-time targets of ``ncgeom reproduce`` on the 2-core machine (issue 23: quick under 4 min, full under
+#: 30 min); ``repro.<scale>.target`` says whether the record meets its scale's.
+TARGET_SECONDS = {"quick": 240.0, "full": 1800.0}
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,10 @@ class ReproductionRecord:
             raise ValueError("wall_seconds and cpu_seconds must be > 0")
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        if data["epochs"] is None:  # a record from before ``stop`` has no key epochs: read back as written
+            del data["epochs"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReproductionRecord:
@@ -192,6 +198,12 @@ def _record_keys(scale: str, r: ReproductionRecord) -> dict[str, str]:
         p + "commit": r.commit,
         p + "date": r.date,
         p + "workers": str(r.workers),
+        p + "machine": r.machine,
+        p + "install": r.install,
+        p + "engine": r.engine,
+        p + "origin": r.origin,
+        p + "target": minutes_seconds(TARGET_SECONDS[scale]),
+        p + "target_met": "met" if r.wall_seconds <= TARGET_SECONDS[scale] else "not met",
         p + "checks.pass": str(r.checks.get("pass", 0)),
         p + "checks.info": str(r.checks.get("info", 0)),
         p + "verify_theory_minutes": f"{(r.stages['verify'] + r.stages['theory']) / 60:.0f}",
@@ -379,9 +391,14 @@ def stale(table: dict[str, str] | None = None, claim_tables: dict[str, str] | No
 
 
 def build_record(folder: Path, *, wall_seconds: float, cpu_seconds: float, install_seconds: float | None,
-                 machine: str, install: str, workers: int, engine: str) -> ReproductionRecord:
+                 machine: str, install: str, workers: int, engine: str, commit: str | None = None,
+                 origin: str | None = None) -> ReproductionRecord:
     """The record of the reproduction in ``folder`` (the ``--out`` of ``ncgeom reproduce``), read through the
-    owners of its files; the times of the whole command are the caller's measurements."""
+    owners of its files; the times of the whole command are the caller's measurements.
+
+    ``commit``: the code's commit, needed when the run's provenance has none (a non-editable install carries no
+    git checkout); a commit given beside one in the provenance must agree with it. ``origin``: a sentence added to
+    the record's origin (e.g. that the wall time adds up segments of a resumed run)."""
     from ncgeom.atomic_io import read_json
     from ncgeom.campaigns.claims import CLAIMS, ClaimResult, claim_spec, load_summaries
     from ncgeom.reproduce.stages import StageRecord
@@ -405,15 +422,22 @@ def build_record(folder: Path, *, wall_seconds: float, cpu_seconds: float, insta
     summaries = [s for claim_id in CLAIMS for s in load_summaries(folder / "sweeps" / claim_spec(claim_id).name)]
     epochs = {"trained": sum(s.epochs_run for s in summaries), "budget": sum(s.config.epochs for s in summaries)}
     provenance = manifest["provenance"]
+    recorded = provenance["git_commit"]
+    if recorded is None and commit is None:
+        raise ValueError(f"{folder}: its provenance names no git commit (a non-editable install): give --commit")
+    if recorded is not None and commit is not None and not str(recorded).startswith(commit):
+        raise ValueError(f"--commit {commit} disagrees with the commit {recorded} of the run's provenance")
+    commit = str(recorded if recorded is not None else commit)[:7]
     return ReproductionRecord(
         scale=scale, command=f"ncgeom reproduce --{scale} --out DIR --workers {workers}", workers=workers,
-        engine=engine, commit=str(provenance["git_commit"])[:7], date=str(provenance["time_utc"])[:10],
+        engine=engine, commit=commit, date=str(provenance["time_utc"])[:10],
         machine=machine, install=install, wall_seconds=wall_seconds, cpu_seconds=cpu_seconds,
         install_seconds=install_seconds, stages=stages, runs=sum(c.runs for c in claims if c is not None),
         seeds=specs[scale][2], checks=dict(Counter(c.status for c in checks)),
         evidence={kind: sum(c.status == "pass" and c.evidence == kind for c in checks) for kind in EVIDENCE},
         ablations=len(ablations), sequential=None, epochs=epochs,
-        origin=f"written by tools/docs_numbers.py record from the reproduction folder {folder.name}/",
+        origin=f"written by tools/docs_numbers.py record from the reproduction folder {folder.name}/"
+        + (f"; {origin}" if origin else ""),
     )
 
 
@@ -431,13 +455,16 @@ def main(argv: list[str] | None = None) -> int:
     rec.add_argument("--install", default="editable install", help="how ncgeom was installed")
     rec.add_argument("--workers", type=int, default=2)
     rec.add_argument("--engine", default="stacked")
+    rec.add_argument("--commit", default=None, help="the code's commit when the run's provenance has none")
+    rec.add_argument("--origin", default=None, help="a sentence added to the record's origin")
     rec.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     try:
         if args.command == "record":
             record = build_record(args.folder, wall_seconds=args.wall_seconds, cpu_seconds=args.cpu_seconds,
                                   install_seconds=args.install_seconds, machine=args.machine, install=args.install,
-                                  workers=args.workers, engine=args.engine)
+                                  workers=args.workers, engine=args.engine, commit=args.commit,
+                                  origin=args.origin)
             args.out.write_text(json.dumps(record.to_dict(), indent=2) + "\n")
             copied = docs_tables.copy_claims(args.folder, record.scale)
             print(f"wrote {args.out} and {len(copied)} claim results under "
