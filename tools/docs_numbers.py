@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate every number the docs quote about runs, checks and timings from the artifacts that hold it.
 
-A quoted number sits between two markers that name its source, in README.md, docs/*.md and figures/*/index.md:
+A quoted number sits between two markers that name its source, in README.md, BENCHMARKS.md, docs/*.md and figures/*/index.md:
 
     the quick reproduction trains <!-- num:spec.runs.quick -->186<!-- /num --> runs
 
@@ -12,7 +12,8 @@ A quoted number sits between two markers that name its source, in README.md, doc
   point has (``spec.seeds.<scale>``);
 - ``phase.bench.*``: the measured cost of the first shipped phase map, ``figures/phase/phase_benchmark.json``
   (``benchmarks/bench_phase.py``, ``PhaseBenchmark``): the adaptive map and the uniform grid side by side, their
-  agreement, and the shipped (confirmatory) map's time;
+  agreement (``trained_agree``, ``wrong``), the shipped (confirmatory) map's time, and the refinement replayed on the
+  uniform grid at other levels and labels (``replay.l<levels>.<every_seed|majority>.{cells_trained,cells_wrong,percent}``);
 - ``phase.<map>.*``: the shipped phase maps, ``ncgeom/phase/shipped/<map>/cells.json`` (package data,
   ``ncgeom.phase.records.PhaseMap``, read by ``ncgeom.phase.shipping``):
   runs trained against the uniform grid's, the cells of each label per panel (``phase.<map>.p<k>.<label>``), and for
@@ -268,6 +269,13 @@ def _phase_keys() -> dict[str, str]:
                          p + f"{name}.cells_trained": str(cost.cells_trained)})
         if b.shipped_load is not None:
             keys[p + "shipped.load"] = b.shipped_load
+        keys[p + "trained_agree"] = str(b.cells_agree - b.inferred_agree)
+        keys[p + "wrong"] = str(b.cells - b.cells_agree)
+        for name, replay in (b.replays or {}).items():  # "levels 2, every seed" -> replay.l2.every_seed.*
+            levels, rule = name.split(", ")
+            stem = p + f"replay.l{levels.split()[1]}.{rule.replace(' ', '_')}."
+            keys.update({stem + k: str(v) for k, v in replay.items()})
+            keys[stem + "percent"] = f"{100 * replay['cells_trained'] / replay['cells']:.0f}"
     for name in PHASE_MAPS:
         if not (SHIPPED_MAPS / name / CELLS_FILE).is_file():
             continue
@@ -331,8 +339,9 @@ def values() -> dict[str, str]:
 
 
 def marked_files() -> list[Path]:
-    """README.md, docs/*.md and figures/*/index.md."""
-    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "figures").glob("*/index.md"))]
+    """README.md, BENCHMARKS.md, docs/*.md and figures/*/index.md."""
+    return [REPO / "README.md", REPO / "BENCHMARKS.md", *sorted((REPO / "docs").glob("*.md")),
+            *sorted((REPO / "figures").glob("*/index.md"))]
 
 
 def rewrite(text: str, table: dict[str, str], where: str) -> tuple[str, list[str]]:
