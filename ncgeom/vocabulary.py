@@ -96,6 +96,20 @@ __all__ = [
     "device_type",
     "GeometryOutcome",
     "GEOMETRY_OUTCOMES",
+    "RunClass",
+    "RUN_CLASSES",
+    "CellLabel",
+    "CELL_LABELS",
+    "MapDecision",
+    "MAP_DECISIONS",
+    "CellSource",
+    "CELL_SOURCES",
+    "MapStatus",
+    "MAP_STATUSES",
+    "PhaseSource",
+    "PHASE_SOURCES",
+    "LineAxis",
+    "LINE_AXES",
     "Verdict",
     "VERDICTS",
     "Evidence",
@@ -316,6 +330,35 @@ STOP_REASONS: tuple[StopReason, ...] = ("budget", "converged", "diverged")
 # --- the geometry of embeddings in one word (ncgeom.metrics.outcome; docs/theory.md, sections 8-9) ---------
 GeometryOutcome = Literal["NC", "DC", "neither", "undefined"]
 GEOMETRY_OUTCOMES: tuple[GeometryOutcome, ...] = ("NC", "DC", "neither", "undefined")
+
+
+# --- phase maps (ncgeom.phase; docs/theory.md, section 9, "Phase maps") ---------------------------------------
+# The class of one run of a map: the geometry of its final metrics (a GeometryOutcome), or "not converged" when the
+# map decides end states and the run did not converge (a diverged run included: it decides nothing).
+RunClass = Literal["NC", "DC", "neither", "undefined", "not converged"]
+RUN_CLASSES: tuple[RunClass, ...] = ("NC", "DC", "neither", "undefined", "not converged")
+# The label of a cell (a grid point and its seeds): the class every seed of it has, or "mixed" when they differ.
+CellLabel = Literal["NC", "DC", "neither", "undefined", "not converged", "mixed"]
+CELL_LABELS: tuple[CellLabel, ...] = ("NC", "DC", "neither", "undefined", "not converged", "mixed")
+# When a map reads a run: at its end state (a run that has not converged is "not converged": the end-state claims'
+# rule), or at its epoch budget (the fixed-budget claims' rule: unnormalized features never converge).
+MapDecision = Literal["converged", "budget"]
+MAP_DECISIONS: tuple[MapDecision, ...] = ("converged", "budget")
+# Where a cell's label comes from: its own runs (trained), or the agreeing corners of the box or edge it lies in
+# (inferred by the refinement of ncgeom.phase.lattice).
+CellSource = Literal["trained", "inferred"]
+CELL_SOURCES: tuple[CellSource, ...] = ("trained", "inferred")
+# A map's record: every level evaluated (complete), or stopped after a level with failed runs (incomplete: rerun it).
+MapStatus = Literal["complete", "incomplete"]
+MAP_STATUSES: tuple[MapStatus, ...] = ("complete", "incomplete")
+# Where a reproduction's phase stage takes its maps: it trains them ("train", the tiny scale's smoke map) or reads
+# the records shipped with the package ("shipped", :mod:`ncgeom.phase.shipping`; quick and full).
+PhaseSource = Literal["train", "shipped"]
+PHASE_SOURCES: tuple[PhaseSource, ...] = ("train", "shipped")
+# Which coordinate a theory line of a map gives (ncgeom.phase.overlays): "x" (an x value for each y value of the
+# panel: drawn as steps through the rows) or "y" (a y value for each x value).
+LineAxis = Literal["x", "y"]
+LINE_AXES: tuple[LineAxis, ...] = ("x", "y")
 
 
 # --- claims (docs/theory.md, section 9) -----------------------------------------------------------

@@ -18,8 +18,9 @@ from ncgeom.cli.main import build_parser, main
 from ncgeom.cli.options import former_spellings
 from ncgeom.cli.reference import cli_reference
 from ncgeom.figures import FIGURES
+from ncgeom.phase.records import PhaseMap
 from ncgeom.reproduce import pipeline
-from ncgeom.reproduce.records import FigureStatuses, StageSummary
+from ncgeom.reproduce.records import FigureStatuses, PhaseSummary, StageSummary
 from ncgeom.reproduce.report import write_gallery
 from ncgeom.reproduce.theory_data import NOT_AT_TINY
 from ncgeom.vocabulary import VERDICTS
@@ -72,6 +73,13 @@ def test_tiny_reproduction_end_to_end(tiny_run):
     for name in ("nc_values", "harris_gap", "certificates", "hucl_exploration", "hucl_thresholds", "ablation_dimension"):
         assert (out / "theory" / f"{name}.json").exists()
     assert read_json(out / "theory" / "harris_gap.json")["holds"] is True
+    # the phase stage ran the 2 x 2 smoke map (issue 24, item 6), whose figure the report shows
+    smoke = PhaseMap.load(out / "phase" / "phase_classes_batch")
+    assert smoke.scale == "tiny" and smoke.runs_trained == smoke.runs_uniform == 8 and smoke.status == "complete"
+    assert "## Phase maps" in report and "](phase/phase_classes_batch/phase_map.png)" in report
+    # tiny trains its smoke map (quick and full read the shipped records: tests/test_phase.py)
+    assert "Trained by this reproduction: `ncgeom phase phase_classes_batch --scale tiny --seeds confirmatory`" in report
+    assert (out / "phase" / "phase_classes_batch" / "phase_map.png").read_bytes()[:8] == PNG_SIGNATURE
     # the report cites the theory in the repository and prints no path of this machine
     assert "Theory: docs/theory.md" in report
     for machine_path in (out, Path.home(), Path(__file__).resolve().parents[1]):  # output, home, checkout
@@ -86,7 +94,7 @@ def test_rerun_skips_finished_stages_and_keeps_results(tiny_run):
     t0 = time.perf_counter()
     result = pipeline.reproduce(out, scale="tiny", log=lambda msg: None)
     assert time.perf_counter() - t0 < 10
-    assert [s.status for s in result.stages] == ["skipped", "skipped", "skipped", "skipped", "done"]
+    assert [s.status for s in result.stages] == ["skipped", "skipped", "skipped", "skipped", "skipped", "done"]
     assert {p: p.stat().st_mtime_ns for p in (out / "sweeps").rglob("summary.json")} == before
     assert figure.stat().st_mtime_ns == figure_time
 
@@ -173,7 +181,7 @@ def test_failed_stage_is_recorded_others_run_and_resume_retries_it(tmp_path, mon
     calls: list = []
     _fake_stages(monkeypatch, fail="claims", calls=calls)
     assert main(["reproduce", "--tiny", "--out", str(tmp_path), "--workers", "1"]) == 1
-    assert calls == ["verify", "theory", "claims", "figures"]
+    assert calls == ["verify", "theory", "claims", "phase", "figures"]
     marker = read_json(tmp_path / ".stages" / "claims.json")
     assert marker["status"] == "failed" and "claims exploded" in marker["error"]
     report = (tmp_path / "report.md").read_text()
@@ -243,7 +251,11 @@ def _claims_that_watch_the_side(monkeypatch, *, stop: bool = False):
         FigureStatuses({}).save(ctx.out / "figures")
         return StageSummary()
 
-    monkeypatch.setattr(pipeline, "_STAGE_FUNCS", {**pipeline._STAGE_FUNCS, "claims": claims, "figures": figures})
+    def phase(ctx):  # the maps train in worker processes too: left out here, tested in tests/test_phase.py
+        return PhaseSummary(maps={})
+
+    monkeypatch.setattr(pipeline, "_STAGE_FUNCS", {**pipeline._STAGE_FUNCS, "claims": claims, "phase": phase,
+                                                   "figures": figures})
     return seen
 
 
@@ -255,7 +267,8 @@ def test_verify_and_theory_run_beside_the_claims_with_workers(tmp_path, monkeypa
     result = pipeline.reproduce(tmp_path, scale="tiny", workers=2, log=lines.append)
     assert seen["theory_done_at_start"] is False and "ncgeom-reproduce-theory" in seen["children"]
     status = {o.stage: o.status for o in result.stages}
-    assert status == {"verify": "done", "theory": "done", "claims": "done", "figures": "done", "report": "done"}
+    assert status == {"verify": "done", "theory": "done", "claims": "done", "phase": "done", "figures": "done",
+                      "report": "done"}
     assert "[theory] done" in " ".join(lines) and any(line.startswith("  theory/") for line in lines)
     assert (tmp_path / "verify" / "results.json").exists() and (tmp_path / "theory" / "nc_values.json").exists()
     assert not multiprocessing.active_children()
@@ -264,7 +277,7 @@ def test_verify_and_theory_run_beside_the_claims_with_workers(tmp_path, monkeypa
 def test_one_worker_runs_the_stages_one_after_another(tmp_path, monkeypatch):
     calls = _meeting_stages(monkeypatch, timeout=0.2)
     result = pipeline.reproduce(tmp_path, scale="tiny", workers=1, log=lambda msg: None)
-    assert [stage for stage, _ in calls] == ["verify", "theory", "claims", "figures"]
+    assert [stage for stage, _ in calls] == ["verify", "theory", "claims", "phase", "figures"]
     assert len({thread for _, thread in calls}) == 1
     status = {o.stage: o.status for o in result.stages}  # theory waited for claims in vain, then claims for theory
     assert status["theory"] == "failed" and status["claims"] == "failed"

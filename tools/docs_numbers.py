@@ -10,6 +10,14 @@ A quoted number sits between two markers that name its source, in README.md, doc
 - ``spec.*``: the claim specs that ship in the package (``ncgeom.campaigns.claims.CLAIMS``): how many training
   runs each scale trains (``spec.runs.<scale>``, ``spec.runs.<scale>.claim<id>``) and how many seeds each grid
   point has (``spec.seeds.<scale>``);
+- ``phase.bench.*``: the measured cost of the first shipped phase map, ``figures/phase/phase_benchmark.json``
+  (``benchmarks/bench_phase.py``, ``PhaseBenchmark``): the adaptive map and the uniform grid side by side, their
+  agreement, and the shipped (confirmatory) map's time;
+- ``phase.<map>.*``: the shipped phase maps, ``ncgeom/phase/shipped/<map>/cells.json`` (package data,
+  ``ncgeom.phase.records.PhaseMap``, read by ``ncgeom.phase.shipping``):
+  runs trained against the uniform grid's, the cells of each label per panel (``phase.<map>.p<k>.<label>``), and for
+  the first map the test of the prediction fixed on its exploratory map (docs/theory.md, section 9, "Rule changes":
+  a converged cell is "neither" exactly where B < 2C), ``phase.<map>.p<k>.{below,above}.{neither,other,undecided}``;
 - ``repro.<scale>.*``: the record of the last measured reproduction at that scale,
   ``figures/<scale>/reproduction.json`` (:class:`ReproductionRecord`): its wall and CPU time, the seconds of each
   stage, the install time, the checks that passed by kind of evidence, the hypothesis-ablation records, the
@@ -218,6 +226,82 @@ def _record_keys(scale: str, r: ReproductionRecord) -> dict[str, str]:
     return keys
 
 
+PHASE = REPO / "figures" / "phase"
+SHIPPED_MAPS = REPO / "ncgeom" / "phase" / "shipped"
+#: The shipped phase maps whose records the docs quote (ncgeom/phase/shipped/<map>/cells.json).
+PHASE_MAPS = ("phase_classes_batch", "phase_norm_encoder", "phase_hucl_beta_dim")
+
+
+def _phase_benchmark() -> Any:
+    """The ``PhaseBenchmark`` type of benchmarks/bench_phase.py, the owner of figures/phase/phase_benchmark.json."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_phase", REPO / "benchmarks" / "bench_phase.py")
+    assert spec is not None and spec.loader is not None
+    module = sys.modules.setdefault("bench_phase", importlib.util.module_from_spec(spec))  # for its dataclasses
+    spec.loader.exec_module(module)
+    return module.PhaseBenchmark
+
+
+def _phase_keys() -> dict[str, str]:
+    """The keys ``phase.*`` (module docstring) from the shipped phase records; none for a record not yet shipped."""
+    from ncgeom.phase.records import CELLS_FILE, PhaseMap
+    from ncgeom.vocabulary import CELL_LABELS
+
+    keys: dict[str, str] = {}
+    bench = PHASE / "phase_benchmark.json"
+    if bench.is_file():
+        b = _phase_benchmark().load(bench)
+        p = "phase.bench."
+        keys.update({p + "map": b.map, p + "scale": b.scale, p + "seeds": ", ".join(map(str, b.seed_values)),
+                     p + "workers": str(b.workers), p + "date": b.date, p + "load": b.load_average,
+                     p + "run_percent": f"{100 * b.run_ratio:.0f}", p + "wall_percent": f"{100 * b.wall_ratio:.0f}",
+                     p + "cells": str(b.cells), p + "cells_agree": str(b.cells_agree), p + "inferred": str(b.inferred),
+                     p + "inferred_agree": str(b.inferred_agree)})
+        for name, cost in (("adaptive", b.adaptive), ("uniform", b.uniform), ("shipped", b.shipped)):
+            if cost is None:
+                continue
+            keys.update({p + f"{name}.wall": minutes_seconds(cost.wall_seconds),
+                         p + f"{name}.wall_seconds": f"{cost.wall_seconds:.0f}", p + f"{name}.runs": str(cost.runs),
+                         p + f"{name}.steps": str(cost.steps),
+                         p + f"{name}.steps_per_second": f"{cost.steps_per_second:.0f}",
+                         p + f"{name}.cells_trained": str(cost.cells_trained)})
+        if b.shipped_load is not None:
+            keys[p + "shipped.load"] = b.shipped_load
+    for name in PHASE_MAPS:
+        if not (SHIPPED_MAPS / name / CELLS_FILE).is_file():
+            continue
+        m = PhaseMap.load(SHIPPED_MAPS / name)
+        p = f"phase.{name}."
+        keys.update({p + "runs": str(m.runs_trained), p + "uniform_runs": str(m.runs_uniform),
+                     p + "run_percent": f"{100 * m.runs_trained / m.runs_uniform:.0f}", p + "cells": str(len(m.cells)),
+                     p + "seeds": ", ".join(map(str, m.seed_values)), p + "scale": m.scale})
+        for k in range(len(m.panels)):
+            counts = m.label_counts(k)
+            for label in CELL_LABELS:
+                keys[p + f"p{k}.{label.replace(' ', '_')}"] = str(counts.get(label, 0))
+            panel = m.panels[k]
+            if {panel.x.config_field, panel.y.config_field} == {"classes", "batch_size"}:
+                keys.update(_below_2c(m, k, p + f"p{k}."))
+    return keys
+
+
+def _below_2c(m: Any, panel: int, prefix: str) -> dict[str, str]:
+    """The prediction "a converged cell is 'neither' exactly where B < 2C" counted on the trained cells of a panel:
+    ``below|above`` (B < 2C or not) x ``neither|other|undecided`` (neither; NC or DC; mixed or not converged)."""
+    counts = {f"{side}.{kind}": 0 for side in ("below", "above") for kind in ("neither", "other", "undecided")}
+    p = m.panels[panel]
+    for cell in m.cells:
+        if cell.panel != panel or cell.source != "trained":
+            continue
+        fields = {**p.x.points[cell.ix], **p.y.points[cell.iy]}
+        side = "below" if fields["batch_size"] < 2 * fields["classes"] else "above"
+        kind = ("neither" if cell.label == "neither" else "other" if cell.label in ("NC", "DC", "undefined")
+                else "undecided")
+        counts[f"{side}.{kind}"] += 1
+    return {prefix + k: str(v) for k, v in counts.items()}
+
+
 def values() -> dict[str, str]:
     """Every key a marker may name -> its value, from the specs and the committed records.
 
@@ -239,6 +323,7 @@ def values() -> dict[str, str]:
                              f"the shipped specs now train {runs} runs with {seeds} seeds at scale {scale}: measure "
                              f"the reproduction again and write its record (python tools/docs_numbers.py record ...)")
         out.update(_record_keys(scale, record))
+    out.update(_phase_keys())
     return out
 
 

@@ -2,49 +2,55 @@
 # Read a phase map
 
 A phase map colours a grid of settings by the geometry training ends in: NC (neural collapse), DC (dimensional
-collapse) or neither. This example builds a small one itself, from 6 short runs (loss setting x feature
-normalization, one seed each), so that it runs in seconds; ``ncgeom phase``, when it lands, will draw such maps
-from sweeps and this page will use it. The diagnosis of each run is ``ncgeom.metrics.outcome.classify_geometry``,
-with the thresholds of the claims (docs/theory.md, sections 8-9).
+collapse) or neither, and "not converged" for a run that has not converged (it decides nothing). This example runs a
+small one with ``ncgeom.phase`` (what ``ncgeom phase SPEC --out DIR`` runs): HUCL over the hardness beta and the
+dimension d, C = 4 classes, one seed, at most 200 epochs, so that it runs in about a minute. The shipped maps (``ncgeom phase
+--list``) and what they show are in docs/results.md, "Where DC happens"; the rules in docs/theory.md, section 9,
+"Phase maps".
 """
 
 # %%
-# The grid: SCL, HSCL at beta = 5 and HUCL at beta = 30, each with features on the sphere and unnormalized;
-# 80 epochs, unconstrained features, C = 4 classes in d = 3 dimensions.
-import numpy as np
+# The map spec, as a TOML file would give it: two axes (beta refined, d not), the fixed fields, the seeds. With
+# ``levels = 1`` the first grid takes every other beta, and the betas between two cells that disagree are trained
+# next; those between two cells that agree are inferred.
+import tempfile
+from pathlib import Path
 
-from ncgeom.metrics import nc_metrics
-from ncgeom.metrics.outcome import classify_geometry
-from ncgeom.runs import Config, run
+from ncgeom.phase.figure import plot_map
+from ncgeom.phase.records import Overlays
+from ncgeom.phase.run import run_map
+from ncgeom.phase.spec import map_spec_from_dict
 
-losses = (("scl", 0.0), ("hscl", 5.0), ("hucl", 30.0))
-norms = ("sphere", "none")
-phase = {}
-for setting, beta in losses:
-    for norm in norms:
-        config = Config(setting=setting, beta=beta, norm=norm, classes=4, samples_per_class=16, test_per_class=4,
-                        dim=3, batch_size=32, epochs=80, lr=0.05, metrics_every=80, seed=0)
-        result = run(config)
-        metrics = nc_metrics(result.embeddings, result.labels).to_dict()
-        phase[setting, norm] = classify_geometry(metrics, dim=config.dim, num_classes=config.classes)
-        print(f"{setting:5s} beta {beta:4g}  {norm:6s}  {phase[setting, norm]:8s} etf_distance "
-              f"{metrics['etf_distance']:.3f}, smallest spectrum value {min(metrics['spectrum']):.4f}")
+spec = map_spec_from_dict({
+    "name": "example", "levels": 1, "seeds": [0],
+    "x": {"field": "beta", "values": [0.0, 1.0, 2.0, 3.0, 4.0]},
+    "y": {"field": "dim", "values": [3, 4, 5], "refine": False},
+    "base": {"setting": "hucl", "classes": 4, "samples_per_class": 16, "test_per_class": 4, "batch_size": 32,
+             "epochs": 200, "lr": 0.05, "metrics_every": 5, "stop": "converged"},
+})
+out = Path(tempfile.mkdtemp())
+record = run_map(spec, out, scale="quick", figures=False)
+print(record.table_text())
 
 # %%
-# The map, one cell per setting. Read it row by row: on the sphere SCL and HSCL end at NC (claim 1 of the paper)
-# and HUCL at a large beta does not (claim 3); unnormalized, no run reaches NC, and the smallest class-mean
-# spectrum value says how close each is to DC (below 1e-2: DC). One seed and 80 epochs: an illustration of how to
-# read a map, not evidence; the claims' sweeps decide with seeds and intervals (docs/results.md).
-import matplotlib.pyplot as plt
+# Each cell holds its seeds' classes, the mean of the deciding metrics and, per run, the epoch its spectrum dropped
+# below 1e-2, the epoch it entered NC and its effective rank over the epochs.
+for cell in record.cells[:3]:
+    print(cell.ix, cell.iy, cell.source, cell.label, cell.counts_text(),
+          [(r.nc_entry_epoch, r.rank_drop_epoch) for r in cell.runs])
 
-codes = {"NC": 0, "neither": 1, "DC": 2, "undefined": 3}
-grid = np.array([[codes[phase[s, n]] for s, _ in losses] for n in norms])
-fig, ax = plt.subplots(figsize=(5.5, 2.8))
-ax.imshow(grid, cmap="viridis", vmin=0, vmax=3)
-for i, n in enumerate(norms):
-    for j, (s, _) in enumerate(losses):
-        ax.text(j, i, phase[s, n], ha="center", va="center", color="white" if grid[i, j] < 2 else "black")
-ax.set_xticks(range(len(losses)), [f"{s.upper()}, beta {b:g}" for s, b in losses])
-ax.set_yticks(range(len(norms)), norms)
-ax.set_title("phase map (a stand-in for ncgeom phase)")
-fig.tight_layout()
+# %%
+# The heat map: one colour per label (pale: inferred), the boundary between labels as a black line, and the theory's
+# lines where they live in these coordinates (here the HUCL thresholds by (C, d) and d = C - 1, computed by
+# proofs_check; overlays.json says which evidence each has).
+overlays = Overlays.load(out)
+for line in overlays.lines:
+    print(f"{line.name}: {line.evidence}, values {[round(v, 3) if v else v for v in line.values]}")
+(path,) = plot_map(record, overlays, out)
+print(path.name)
+
+import matplotlib.pyplot as plt  # noqa: E402  (the gallery shows the figures left open)
+
+plt.figure(figsize=(8, 4))
+plt.imshow(plt.imread(path))
+plt.axis("off")

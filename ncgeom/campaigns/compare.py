@@ -30,6 +30,7 @@ from ncgeom.campaigns.rules import INTERVAL_METHOD, Estimate, mean_interval
 from ncgeom.metrics.outcome import NC_ETF, NC_WITHIN, classify_geometry, spectrum_min
 from ncgeom.metrics.record import METRIC_NAMES
 from ncgeom.runs.config import Config, config_fields
+from ncgeom.runs.mechanism import nc_entry_epoch
 from ncgeom.runs.records import CONFIG_FILE, EpochRecord, SavedRun, load_run
 
 __all__ = ["COMPARE_METRICS", "METRICS", "Row", "Comparison", "run_value", "final_record", "first_nc_epoch",
@@ -63,12 +64,9 @@ def final_record(run: SavedRun) -> EpochRecord | None:
 
 
 def first_nc_epoch(run: SavedRun) -> int | None:
-    """The first epoch whose record is inside the NC thresholds (etf_distance < NC_ETF, within_class < NC_WITHIN)."""
-    for record in run.records:
-        etf, within = record.value("etf_distance"), record.value("within_class")
-        if isinstance(etf, (int, float)) and isinstance(within, (int, float)) and etf < NC_ETF and within < NC_WITHIN:
-            return record.epoch
-    return None
+    """The first epoch whose record is inside the NC thresholds (etf_distance < NC_ETF, within_class < NC_WITHIN):
+    :func:`ncgeom.runs.mechanism.nc_entry_epoch` of the run's records."""
+    return nc_entry_epoch(run.records)
 
 
 def run_value(run: SavedRun, metric: str) -> float | None:

@@ -45,10 +45,10 @@ __all__ = ["main", "UsageError", "build_parser", "SUBCOMMAND_MODULES", "BUDGETED
 
 # Order = order in --help. A module missing from an install is skipped (never breaks the CLI).
 # ncgeom.cli.reference (the docs/cli.md generator) imports this module; nothing here imports it.
-SUBCOMMAND_MODULES = ("nc_value", "metrics", "verify", "train", "sweep", "compare", "plot", "summarize", "bench",
-                      "reproduce")
+SUBCOMMAND_MODULES = ("nc_value", "metrics", "verify", "train", "sweep", "phase", "compare", "plot", "summarize",
+                      "bench", "reproduce")
 #: Subcommands that allocate arrays sized by their input: they take --max-memory.
-BUDGETED = ("nc-value", "metrics", "train", "sweep", "bench", "reproduce")
+BUDGETED = ("nc-value", "metrics", "train", "sweep", "phase", "bench", "reproduce")
 
 #: Exit code when the reader of stdout went away (128 + SIGPIPE, the shell's code for a closed pipe).
 EXIT_BROKEN_PIPE = 141

@@ -11,9 +11,14 @@ Stages, in order (each writes only under the output directory ``out``):
    under ``out/sweeps/``, trained by ``engine``: stacks or one run at a time; a tqdm bar of runs
    done / total with an ETA) and its verdicts ->
    ``out/claims/<id>.json``.
-4. ``figures``: :func:`ncgeom.figures.render_all`, every registered figure from the saved results
+4. ``phase``: the shipped phase maps of the scale (``ScaleParameters.phase_maps``) -> ``out/phase/<map>/``
+   (cells.json, the text table, the theory lines, the heat map and the spectra). Quick and full read the records
+   shipped with the package (:func:`ncgeom.phase.shipping.write_shipped`: computed by ``ncgeom phase NAME`` on the
+   confirmatory seeds, about an hour each; a map without one is said in the report); tiny trains its 2 x 2 smoke map
+   (:func:`ncgeom.phase.run_map`, the stacked engine).
+5. ``figures``: :func:`ncgeom.figures.render_all`, every registered figure from the saved results
    -> ``out/figures/<name>.png|pdf``.
-5. ``report``: ``out/report.md`` (:mod:`ncgeom.reproduce.report`).
+6. ``report``: ``out/report.md`` (:mod:`ncgeom.reproduce.report`).
 
 With ``workers`` > 1 the verify and theory stages (which read nothing of the claims) run, in that order, in one
 more process beside the claims stage, whose runs train in the worker processes; the figures wait for both
@@ -48,14 +53,17 @@ from pathlib import Path
 
 from ncgeom.atomic_io import atomic_write_json
 from ncgeom.campaigns.claims import run_claims
-from ncgeom.campaigns.executors import init_child, stop_processes
+from ncgeom.campaigns.executors import init_child, make_executor, stop_processes
 from ncgeom.campaigns.plan import check_devices
 from ncgeom.figures.render import render_all
 from ncgeom.locking import folder_lock, prepare_folder
+from ncgeom.phase.run import run_map
+from ncgeom.phase.shipping import write_shipped
 from ncgeom.provenance import provenance
 from ncgeom.reproduce.records import (
     ClaimsSummary,
     FiguresSummary,
+    PhaseSummary,
     ReportSummary,
     ReproductionManifest,
     StageSummary,
@@ -341,6 +349,43 @@ def _stage_claims(ctx: Context) -> ClaimsSummary:
     return ClaimsSummary(claims={r.claim: str(r.overall) for r in results}, failed=tuple(failed))
 
 
+def _stage_phase(ctx: Context) -> PhaseSummary:
+    """The phase maps of the scale into ``out/phase/<map>``: read from their shipped records (quick, full: a map
+    without one is a status line, not a failure), or trained (tiny: one pool for all of them; a map with a failed run
+    is a failure line, the next call resumes it)."""
+    if ctx.scale.phase_source == "shipped":
+        return PhaseSummary(maps={name: _shipped_phase(ctx, name) for name in ctx.scale.phase_maps})
+    maps: dict[str, str] = {}
+    failed: list[str] = []
+    with make_executor(ctx.workers) as ex:
+        for name in ctx.scale.phase_maps:
+
+            def log(line: str, name: str = name) -> None:
+                ctx.log(f"  {name}: {line}")
+
+            record = run_map(name, ctx.out / "phase" / name, scale=ctx.scale.name, workers=ctx.workers, executor=ex,
+                             progress=ctx.progress, wait=ctx.wait, device=ctx.device,
+                             formats=ctx.scale.figure_formats, log=log)
+            counts = ", ".join(f"{n} {label}" for label, n in record.label_counts().items())
+            maps[name] = (f"trained: {record.status}: {record.runs_trained} of {record.runs_uniform} uniform-grid runs "
+                          f"trained; cells {counts}")
+            failed += [f"phase map {name}: run {line}" for line in record.failed]
+    return PhaseSummary(maps=maps, failed=tuple(failed))
+
+
+def _shipped_phase(ctx: Context, name: str) -> str:
+    """Write the shipped record of map ``name`` into ``out/phase/<name>``; its status line."""
+    record = write_shipped(name, ctx.out / "phase" / name, formats=ctx.scale.figure_formats)
+    if record is None:
+        ctx.log(f"  {name}: no shipped record (`ncgeom phase {name} --out DIR` computes it)")
+        return f"no shipped record yet: `ncgeom phase {name} --out DIR` computes it (not trained by the reproduction)"
+    counts = ", ".join(f"{n} {label}" for label, n in record.label_counts().items())
+    ctx.log(f"  {name}: read the shipped record ({record.scale} scale, {record.seeds} seeds)")
+    return (f"shipped record: computed by `ncgeom phase {name}` at the {record.scale} scale on the {record.seeds} seeds "
+            f"{list(record.seed_values)}; {record.status}: {record.runs_trained} of {record.runs_uniform} uniform-grid "
+            f"runs trained; cells {counts}")
+
+
 def _stage_figures(ctx: Context) -> FiguresSummary:
     return FiguresSummary.of(render_all(ctx.out, ctx.out / "figures", formats=ctx.scale.figure_formats, log=ctx.log))
 
@@ -355,6 +400,7 @@ _STAGE_FUNCS: dict[str, Callable[[Context], StageSummary]] = {
     "verify": _stage_verify,
     "theory": _stage_theory,
     "claims": _stage_claims,
+    "phase": _stage_phase,
     "figures": _stage_figures,
     "report": _stage_report,
 }

@@ -14,7 +14,8 @@ re-exported here;
 
 - the summary of each stage (what a stage function of :mod:`ncgeom.reproduce.pipeline` returns, kept in
   ``OUT/.stages/<stage>.json``, :class:`~ncgeom.reproduce.stages.StageRecord`): :class:`VerifySummary`,
-  :class:`TheorySummary`, :class:`ClaimsSummary`, :class:`FiguresSummary`, :class:`ReportSummary`. Each has
+  :class:`TheorySummary`, :class:`ClaimsSummary`, :class:`PhaseSummary`, :class:`FiguresSummary`,
+  :class:`ReportSummary`. Each has
   ``failed`` (one line per failure: the stage then ends "failed") and writes exactly the JSON object the stage
   wrote before these types existed (a key appears only where it did), so earlier reproduction folders read back.
 """
@@ -29,7 +30,8 @@ from ncgeom.figures.records import FigureRecord, FigureStatuses, ReproductionMan
 from ncgeom.validate import require_keys
 
 __all__ = ["ReproductionManifest", "FigureRecord", "FigureStatuses", "StageSummary", "VerifySummary",
-           "TheorySummary", "ClaimsSummary", "FiguresSummary", "ReportSummary", "STAGE_SUMMARIES", "summary_from_dict"]
+           "TheorySummary", "ClaimsSummary", "PhaseSummary", "FiguresSummary", "ReportSummary", "STAGE_SUMMARIES",
+           "summary_from_dict"]
 
 
 def _strings(value: Any) -> bool:
@@ -119,6 +121,17 @@ class ClaimsSummary(StageSummary):
 
 
 @dataclass(frozen=True)
+class PhaseSummary(StageSummary):
+    """The phase stage: each map's status in words (its runs trained against a uniform grid's, its cells by label)."""
+
+    maps: Mapping[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        self._check(isinstance(self.maps, Mapping) and all(isinstance(v, str) for v in self.maps.values()),
+                    "maps must map map names to their status")
+
+
+@dataclass(frozen=True)
 class FiguresSummary(StageSummary):
     """The figures stage: the number of figures drawn and the names of those without their data."""
 
@@ -147,8 +160,8 @@ class ReportSummary(StageSummary):
 
 #: The summary type of each stage, by name (:data:`ncgeom.reproduce.stages.STAGES`).
 STAGE_SUMMARIES: dict[str, type[StageSummary]] = {
-    "verify": VerifySummary, "theory": TheorySummary, "claims": ClaimsSummary, "figures": FiguresSummary,
-    "report": ReportSummary,
+    "verify": VerifySummary, "theory": TheorySummary, "claims": ClaimsSummary, "phase": PhaseSummary,
+    "figures": FiguresSummary, "report": ReportSummary,
 }
 
 

@@ -1,7 +1,9 @@
-"""Write ``report.md`` of a reproduction: stages, verification table, claim table, hypothesis ablations, figures.
+"""Write ``report.md`` of a reproduction: stages, verification table, claim table, hypothesis ablations, phase maps,
+figures.
 
 The report is rebuilt from the files on disk alone (``reproduce.json``, ``.stages/*.json``,
-``verify/results.json``, ``claims/*.json``, ``theory/ablations.json``, ``figures/status.json``), so it can be
+``verify/results.json``, ``claims/*.json``, ``theory/ablations.json``, ``phase/<map>/cells.json`` and
+``overlays.json``, ``figures/status.json``), so it can be
 regenerated at any time without recomputing anything: :func:`write_report`.
 """
 
@@ -16,13 +18,14 @@ from ncgeom.atomic_io import atomic_write_bytes, atomic_write_text, read_json
 from ncgeom.campaigns.claims import CLAIMS, ClaimResult, verdict_text
 from ncgeom.campaigns.rules import INTERVAL_METHOD
 from ncgeom.figures.registry import FIGURES
-from ncgeom.reproduce.records import FigureRecord, FigureStatuses, ReproductionManifest
+from ncgeom.phase.records import CELLS_FILE, OVERLAYS_FILE, RUNS_FOLDER, Overlays, PhaseMap
+from ncgeom.reproduce.records import FigureRecord, FigureStatuses, PhaseSummary, ReproductionManifest
 from ncgeom.reproduce.stages import STAGES, StageRecord
 from proofs_check.ablations import CASES, AblationResult
 from proofs_check.records import CheckResult
 from proofs_check.report import evidence_summary
 
-__all__ = ["write_report", "render_report", "claim_figures", "ablation_section", "write_gallery"]
+__all__ = ["write_report", "render_report", "claim_figures", "ablation_section", "phase_section", "write_gallery"]
 
 THEORY = "docs/theory.md"  # the theory every statement of the report refers to (in the repository)
 
@@ -133,6 +136,7 @@ def render_report(out: str | Path) -> str:
 
     status = _figure_statuses(out)
     lines += ["", *ablation_section(out, status)]
+    lines += ["", *phase_section(out)]
 
     lines += ["", "## Figures", ""]
     for number, spec in enumerate(FIGURES, start=1):
@@ -207,6 +211,58 @@ def ablation_section(out: str | Path, status: FigureStatuses | None = None) -> l
         notes.append("- Figures: " + "; ".join(f"[Figure {number}: {spec.title}](figures/{spec.name}.png)"
                                                for number, spec in drawn) + ".")
     return lines + ([""] + notes if notes else [])
+
+
+def phase_section(out: str | Path) -> list[str]:
+    """The lines of the report's "Phase maps" section, from ``out/phase/<map>/`` alone (cells.json, overlays.json, the
+    figures): per map its status, runs trained against a uniform grid's, the text table, the theory lines and their
+    evidence, the cells with a full spectrum that did not reach NC (the paper's open problem), and the figures."""
+    out = Path(out)
+    folders = sorted(p for p in (out / "phase").glob("*") if (p / CELLS_FILE).is_file()) if (out / "phase").is_dir() else []
+    lines = ["## Phase maps", ""]
+    stage = StageRecord.load(out, "phase")
+    summary = stage.summary if stage is not None and isinstance(stage.summary, PhaseSummary) else None
+    if summary is not None and summary.maps:
+        lines += [f"- `{name}`: {text}" for name, text in summary.maps.items()] + [""]
+    if not folders:
+        return lines + ["_No phase map (phase stage not run, or no shipped record)._"]
+    lines.append(f"Where training ends in NC, in DC or neither over two axes of the config ({THEORY}, section 9, "
+                 "\"Phase maps\": a run that has not converged is \"not converged\" when the map decides end states; a "
+                 "cell is labelled by the class all its seeds share, \"mixed\" otherwise; lower-case cells of the table "
+                 "were inferred by the refinement, not trained).")
+    for folder in folders:
+        record = PhaseMap.load(folder)
+        lines += ["", f"### {record.name}", "", " ".join(record.description.split()), ""]
+        if (folder / RUNS_FOLDER).is_dir():
+            lines.append(f"Trained by this reproduction: `ncgeom phase {record.name} --scale {record.scale} --seeds "
+                         f"{record.seeds}` (seeds {', '.join(map(str, record.seed_values))}).")
+        else:
+            lines.append(f"Not trained by this reproduction: the record shipped with ncgeom (`ncgeom/phase/shipped/"
+                         f"{record.name}/`), computed by `ncgeom phase {record.name} --scale {record.scale} --seeds "
+                         f"{record.seeds}` (seeds {', '.join(map(str, record.seed_values))}); `ncgeom phase "
+                         f"{record.name} --out DIR` recomputes it.")
+        lines.append(f"Status: **{record.status}**; {record.runs_trained} runs trained of the {record.runs_uniform} a "
+                     f"uniform grid needs; {record.steps} optimizer steps.")
+        lines += ["", "```", record.table_text().rstrip(), "```", ""]
+        open_cells = [c for c in record.cells if c.label == "neither" and c.source == "trained"]
+        if open_cells:
+            where = "; ".join(f"{record.panels[c.panel].title or 'map'}: {record.panels[c.panel].x.name}="
+                              f"{record.panels[c.panel].x.labels[c.ix]}, {record.panels[c.panel].y.name}="
+                              f"{record.panels[c.panel].y.labels[c.iy]}" for c in open_cells)
+            lines.append(f"Full spectrum without NC (no DC, NC not reached; the open problem): {len(open_cells)} trained "
+                         f"cell(s): {_cell(where, 600)}.")
+        else:
+            lines.append("Full spectrum without NC (the open problem): no trained cell of this map.")
+        if (folder / OVERLAYS_FILE).is_file():
+            overlays = Overlays.load(folder)
+            for line in overlays.lines:
+                lines.append(f"- theory line ({record.panels[line.panel].title or 'map'}): {line.label}; source: "
+                             f"{line.source}")
+            lines += [f"- {note}" for note in overlays.notes]
+        for image in ("phase_map", "phase_spectra"):
+            if (folder / f"{image}.png").is_file():
+                lines += ["", f"![{record.name} {image}](phase/{folder.name}/{image}.png)"]
+    return lines
 
 
 def _drawn(record: FigureRecord | None) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ncgeom.validate import require_choice
-from ncgeom.vocabulary import SCALES, SETTINGS, Scale, is_hard
+from ncgeom.vocabulary import SCALES, SETTINGS, PhaseSource, Scale, is_hard
 
 __all__ = ["ScaleParameters", "scale_parameters"]
 
@@ -35,6 +35,11 @@ class ScaleParameters:
     certificate_cases : (setting, C, k, tau, domain) infonce cases certified by convex optimization,
         in addition to the certificates the verify stage ran
     figure_formats : image formats of the figures (tiny: PNG only, for speed)
+    phase_maps : the shipped phase maps (ncgeom.phase) of the phase stage at this scale (tiny: the first one's 2 x 2
+        smoke map)
+    phase_source : "train": the phase stage trains ``phase_maps`` at this scale (tiny); "shipped": it reads their
+        records shipped with the package (:mod:`ncgeom.phase.shipping`, computed by ``ncgeom phase NAME`` on the
+        confirmatory seeds: about an hour each, beyond the quick and full reproductions)
     hucl_betas, hucl_classes, hucl_starts : beta grid, C and number of L-BFGS starts of the HUCL
         exploration (used only when the verify stage did not produce one)
     """
@@ -53,6 +58,8 @@ class ScaleParameters:
     hucl_starts: int = 4
     verify_modules: tuple[str, ...] | None = None
     figure_formats: tuple[str, ...] = ("png", "pdf")
+    phase_maps: tuple[str, ...] = ("phase_classes_batch", "phase_norm_encoder", "phase_hucl_beta_dim")
+    phase_source: PhaseSource = "shipped"
 
 
 _PLAIN_SETTINGS = tuple(s for s in SETTINGS if not is_hard(s))  # scl, ucl: the certified cases
@@ -74,6 +81,8 @@ _SCALES = {
         hucl_starts=1,
         verify_modules=("harris",),
         figure_formats=("png",),
+        phase_maps=("phase_classes_batch",),
+        phase_source="train",
     ),
     "quick": ScaleParameters(
         name="quick",

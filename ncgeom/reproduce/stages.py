@@ -20,7 +20,7 @@ from ncgeom.vocabulary import STAGE_OUTCOME_STATUSES, STAGE_STATUSES, StageOutco
 
 __all__ = ["STAGES", "StageStatus", "STAGE_STATUSES", "StageOutcomeStatus", "StageRecord", "StageOutcome"]
 
-STAGES: tuple[str, ...] = ("verify", "theory", "claims", "figures", "report")
+STAGES: tuple[str, ...] = ("verify", "theory", "claims", "phase", "figures", "report")
 _RECORD_KEYS = ("stage", "status", "seconds", "error", "summary", "traceback")
 
 
