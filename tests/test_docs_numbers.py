@@ -177,3 +177,12 @@ def test_a_stale_or_unknown_table_is_listed_not_kept(tables_tool):
     assert tables_tool.rewrite_tables(new, {"claims.summary": "| new |\n"}, "README.md") == (new, [])
     with pytest.raises(ValueError, match="unknown table key 'claims.nine'"):
         tables_tool.rewrite_tables(text.replace("summary", "nine"), {}, "README.md")
+
+
+def test_the_summary_points_claims_at_the_maps_that_bear_on_them(tables_tool):
+    """Each shipped map names claims that exist; claims 4 and 7 (issue 24) have a map in the summary's last column."""
+    from ncgeom.campaigns.claims import CLAIMS
+
+    maps = tables_tool.maps_by_claim()
+    assert set(maps) <= set(CLAIMS), sorted(set(maps) - set(CLAIMS))
+    assert "phase_norm_encoder" in maps["4"] and "phase_hucl_beta_dim" in maps["7"]

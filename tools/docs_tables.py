@@ -11,7 +11,7 @@ Keys (``--list`` of tools/docs_numbers.py prints them):
 - ``claims.summary``: one row per claim of ``ncgeom.campaigns.claims.CLAIMS``: its statement, its overall verdict at
   the full and at the quick scale with the count of its rows by verdict, and how its setup was chosen
   (:attr:`~ncgeom.campaigns.claims.Claim.explored`, "fixed before any run" when it was not chosen after
-  exploration);
+  exploration), and the shipped phase maps that bear on it (each map spec's ``claims``, ``ncgeom.phase.spec``);
 - ``claims.<scale>.<id>``: every row of claim ``<id>`` at that scale
   (:func:`ncgeom.campaigns.claims.records_markdown`: rule, observed means, 95 % intervals, seeds on the claimed
   side, convergence, verdict).
@@ -28,7 +28,7 @@ import re
 import shutil
 from pathlib import Path
 
-__all__ = ["TABLE", "claims_folder", "claim_results", "tables", "rewrite_tables", "copy_claims"]
+__all__ = ["TABLE", "maps_by_claim", "claims_folder", "claim_results", "tables", "rewrite_tables", "copy_claims"]
 
 REPO = Path(__file__).resolve().parent.parent
 SCALES = ("quick", "full")
@@ -74,15 +74,29 @@ def _overall_cell(result) -> str:
     return f"**{overall.verdict.value}** ({counts}; {result.n_seeds} seeds per point)"
 
 
+def maps_by_claim() -> dict[str, tuple[str, ...]]:
+    """{claim id: the shipped phase maps that bear on it} from each map spec's ``claims``
+    (docs/results.md, "Where DC happens")."""
+    from ncgeom.phase.spec import load_map_spec, map_names
+
+    out: dict[str, tuple[str, ...]] = {}
+    for name in map_names():
+        for claim_id in load_map_spec(name).claims:
+            out[claim_id] = (*out.get(claim_id, ()), name)
+    return out
+
+
 def tables() -> dict[str, str]:
     """Every table key -> its markdown (ending with a newline)."""
     from ncgeom.campaigns.claims import CLAIMS, records_markdown
 
     results = {scale: claim_results(scale) for scale in SCALES}
-    lines = ["| claim | statement | full scale | quick scale | setup |", "|---|---|---|---|---|"]
+    maps = maps_by_claim()
+    lines = ["| claim | statement | full scale | quick scale | setup | phase maps |", "|---|---|---|---|---|---|"]
     for claim_id, claim in CLAIMS.items():
         cells = [claim_id, claim.statement, _overall_cell(results["full"][claim_id]),
-                 _overall_cell(results["quick"][claim_id]), claim.explored or "fixed before any run"]
+                 _overall_cell(results["quick"][claim_id]), claim.explored or "fixed before any run",
+                 ", ".join(f"`{name}`" for name in maps.get(claim_id, ())) or "-"]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     out = {"claims.summary": "\n".join(lines) + "\n"}
     for scale, by_claim in results.items():

@@ -58,8 +58,8 @@ from ncgeom.runs.config import (
 from ncgeom.validate import require_choice
 from ncgeom.vocabulary import SCALES, SEED_SETS, SeedSet
 
-__all__ = ["SweepSpec", "spec_names", "load_spec", "spec_from_dict", "expand", "run_name", "grid_size",
-           "MAX_GRID_RUNS", "MAX_SPEC_BYTES"]
+__all__ = ["SweepSpec", "spec_names", "load_spec", "read_toml_spec", "show_value", "spec_from_dict", "expand",
+           "run_name", "grid_size", "MAX_GRID_RUNS", "MAX_SPEC_BYTES"]
 
 _SPEC_PACKAGE, _SPEC_FOLDER = "ncgeom.campaigns", "specs"
 _FIELD_NAMES = frozenset(f.name for f in config_fields())
@@ -126,31 +126,49 @@ def load_spec(spec: str | Path) -> SweepSpec:
 
     Every config of every scale is validated here, before anything runs (:func:`spec_from_dict`).
     """
+    raw, where, shipped = read_toml_spec(spec, package=_SPEC_PACKAGE, folder=_SPEC_FOLDER, names=spec_names(),
+                                         kind="spec", plural="specs",
+                                         what="a sweep spec (a grid is the product of short lists)")
+    return spec_from_dict(raw, path=where, shipped=shipped)
+
+
+def read_toml_spec(spec: str | Path, *, package: str, folder: str, names: tuple[str, ...], kind: str, plural: str,
+                   what: str) -> tuple[dict[str, Any], str, bool]:
+    """(the TOML table, where it came from, shipped) of a spec given as a shipped name (one of ``names``, read from
+    ``package``/``folder``) or a TOML file: a regular file of at most :data:`MAX_SPEC_BYTES` (a FIFO, a device or a
+    socket is refused, naming what it is), UTF-8, valid TOML; ValueError (FileNotFoundError) in one line starting
+    with ``kind`` otherwise. The reader of sweep specs and of phase-map specs."""
     path = Path(spec)
     if path.suffix != ".toml" and not path.exists():
         name = str(spec)
-        if name not in spec_names():
-            raise ValueError(f"spec must be a TOML file or one of the shipped specs {', '.join(spec_names())}, got {name!r}")
-        resource = importlib.resources.files(_SPEC_PACKAGE) / _SPEC_FOLDER / f"{name}.toml"
-        return spec_from_dict(_parse(resource.read_text(encoding="utf-8"), name), path=f"{name} (shipped)", shipped=True)
+        if name not in names:
+            raise ValueError(f"{kind} must be a TOML file or one of the shipped {plural} {', '.join(names)}, "
+                             f"got {name!r}")
+        resource = importlib.resources.files(package) / folder / f"{name}.toml"
+        return _parse(resource.read_text(encoding="utf-8"), name, kind), f"{name} (shipped)", True
     if not os.path.lexists(path):
-        raise FileNotFoundError(f"spec {path} not found (shipped specs: {', '.join(spec_names())})")
-    try:  # a regular file of at most MAX_SPEC_BYTES: a FIFO, a device or a socket is refused, naming what it is
-        data = read_bounded(path, what="a sweep spec (a grid is the product of short lists)", max_bytes=MAX_SPEC_BYTES)
+        raise FileNotFoundError(f"{kind} {path} not found (shipped {plural}: {', '.join(names)})")
+    try:
+        data = read_bounded(path, what=what, max_bytes=MAX_SPEC_BYTES)
     except ValueError as exc:
-        raise ValueError(f"spec {exc}") from None
+        raise ValueError(f"{kind} {exc}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"spec {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    return spec_from_dict(_parse(text, str(path)), path=str(path))
+        raise ValueError(f"{kind} {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return _parse(text, str(path), kind), str(path), False
 
 
-def _parse(text: str, where: str) -> dict[str, Any]:
+def _parse(text: str, where: str, kind: str = "spec") -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"spec {where}: invalid TOML: {exc}") from None
+        raise ValueError(f"{kind} {where}: invalid TOML: {exc}") from None
+
+
+def show_value(value: Any) -> str:
+    """A value as error messages show it: its repr cut at 60 characters, and its type."""
+    return _show(value)
 
 
 def _show(value: Any) -> str:

@@ -44,7 +44,7 @@ from ncgeom.metrics.hypersphere import (
     _times_power_of_scale,
     _within_block_pairs,
 )
-from ncgeom.metrics.streaming import Batches, _batch, _pairs
+from ncgeom.metrics.streaming import Batches, _batch, _ClassSizes, _pairs
 from ncgeom.metrics.variability import _cdnv, _cdnv_matrix, _class_variances, _require_ddof
 from ncgeom.validate import require_choice, require_int, require_real
 
@@ -64,7 +64,7 @@ UNIFORMITY_BLOCK_ROWS: int = 4096
 
 
 @dataclass(frozen=True)
-class ClassMoments:
+class ClassMoments(_ClassSizes):
     """Per-class moments of features z [N, d] with labels 0..C-1, in units of ``scale`` (a power of two).
 
     Attributes
@@ -89,25 +89,6 @@ class ClassMoments:
     means: np.ndarray
     scatter: np.ndarray
     scale: float
-
-    @property
-    def num_samples(self) -> int:
-        """N = sum_c n_c."""
-        return int(self.counts.sum())
-
-    @property
-    def num_classes(self) -> int:
-        """C."""
-        return int(self.counts.shape[0])
-
-    @property
-    def dim(self) -> int:
-        """d."""
-        return int(self.means.shape[1])
-
-    def class_means(self) -> np.ndarray:
-        """mu_c [C, d], row c for label c."""
-        return self.means * self.scale
 
     def class_variances(self, *, ddof: int = 0) -> np.ndarray:
         """Var_c = S_c / (n_c - ddof) [C] (NaN for a one-sample class when ddof = 1), as :func:`ncgeom.metrics.cdnv`."""

@@ -134,8 +134,36 @@ def _pairs(batches: Batches, *, passes: int = 1) -> Iterator[tuple[Any, Any]]:
         yield item[0], item[1]
 
 
+class _ClassSizes:
+    """The sizes and class means of a moments record (:class:`FeatureMoments`,
+    :class:`ncgeom.metrics.field_streaming.ClassMoments`): counts n_c [C], means [C, d] in units of ``scale``."""
+
+    counts: np.ndarray
+    means: np.ndarray
+    scale: float
+
+    @property
+    def num_samples(self) -> int:
+        """N = sum_c n_c."""
+        return int(self.counts.sum())
+
+    @property
+    def num_classes(self) -> int:
+        """C."""
+        return int(self.counts.shape[0])
+
+    @property
+    def dim(self) -> int:
+        """d."""
+        return int(self.means.shape[1])
+
+    def class_means(self) -> np.ndarray:
+        """mu_c [C, d], row c for label c (as :func:`ncgeom.metrics.class_means`)."""
+        return self.means * self.scale
+
+
 @dataclass(frozen=True)
-class FeatureMoments:
+class FeatureMoments(_ClassSizes):
     """The first-pass moments of features z [N, d] with labels 0..C-1 (module docstring).
 
     Stored in units of ``scale`` (a power of two near max |z|), as the in-memory metrics compute.
@@ -165,25 +193,6 @@ class FeatureMoments:
     within_factor: np.ndarray
     scale: float
     norm_sum: float
-
-    @property
-    def num_samples(self) -> int:
-        """N = sum_c n_c."""
-        return int(self.counts.sum())
-
-    @property
-    def num_classes(self) -> int:
-        """C."""
-        return int(self.counts.shape[0])
-
-    @property
-    def dim(self) -> int:
-        """d."""
-        return int(self.means.shape[1])
-
-    def class_means(self) -> np.ndarray:
-        """mu_c [C, d], row c for label c (as :func:`ncgeom.metrics.class_means`)."""
-        return self.means * self.scale
 
     def global_mean(self) -> np.ndarray:
         """mu_G = (1/C) sum_c mu_c [d], the UNWEIGHTED mean of the class means (docs/theory.md section 8)."""

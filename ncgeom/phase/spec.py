@@ -48,16 +48,13 @@ full-resolution grid (at most :data:`MAX_MAP_RUNS`), and the config of every cel
 from __future__ import annotations
 
 import importlib.resources
-import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ncgeom.campaigns.spec import MAX_GRID_RUNS, MAX_SPEC_BYTES
-from ncgeom.files import read_bounded
+from ncgeom.campaigns.spec import MAX_GRID_RUNS, read_toml_spec, show_value
 from ncgeom.runs.config import Config, config_fields, config_from_dict, field_kind, field_type_error
 from ncgeom.validate import require_choice
 from ncgeom.vocabulary import MAP_DECISIONS, SCALES, SEED_SETS, MapDecision, Scale, SeedSet
@@ -171,37 +168,12 @@ def map_names() -> tuple[str, ...]:
 def load_map_spec(spec: str | Path) -> MapSpec:
     """Parse and validate a map spec: a shipped name (:func:`map_names`) or a TOML file path (a regular file of at most
     :data:`~ncgeom.campaigns.spec.MAX_SPEC_BYTES`, UTF-8; a FIFO, a device or a socket is refused)."""
-    path = Path(spec)
-    if path.suffix != ".toml" and not path.exists():
-        name = str(spec)
-        if name not in map_names():
-            raise ValueError(f"map must be a TOML file or one of the shipped maps {', '.join(map_names())}, got {name!r}")
-        resource = importlib.resources.files(_PACKAGE) / _FOLDER / f"{name}.toml"
-        return map_spec_from_dict(_parse(resource.read_text(encoding="utf-8"), name), path=f"{name} (shipped)",
-                                  shipped=True)
-    if not os.path.lexists(path):
-        raise FileNotFoundError(f"map spec {path} not found (shipped maps: {', '.join(map_names())})")
-    try:
-        data = read_bounded(path, what="a map spec (two axes, a few short lists)", max_bytes=MAX_SPEC_BYTES)
-    except ValueError as exc:
-        raise ValueError(f"map spec {exc}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"map spec {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    return map_spec_from_dict(_parse(text, str(path)), path=str(path))
+    raw, where, shipped = read_toml_spec(spec, package=_PACKAGE, folder=_FOLDER, names=map_names(), kind="map",
+                                         plural="maps", what="a map spec (two axes, a few short lists)")
+    return map_spec_from_dict(raw, path=where, shipped=shipped)
 
 
-def _parse(text: str, where: str) -> dict[str, Any]:
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"map {where}: invalid TOML: {exc}") from None
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return (text if len(text) <= 60 else text[:57] + "...") + f" ({type(value).__name__})"
+_show = show_value
 
 
 def map_spec_from_dict(raw: Any, *, path: str | None = None, shipped: bool = False) -> MapSpec:

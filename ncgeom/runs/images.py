@@ -54,10 +54,9 @@ from ncgeom.runs import budget
 from ncgeom.runs.checkpoint import CHECKPOINT_FILE, Checkpoint, load_checkpoint, restore, rng_states, save_checkpoint
 from ncgeom.runs.config import Config
 from ncgeom.runs.convergence import PROBE_BATCHES, Probe, probe_model
-from ncgeom.runs.divergence import embeddings_message, update_failures
 from ncgeom.runs.folder import RunFolder
 from ncgeom.runs.image_data import chunks, image_batches, read_image_data
-from ncgeom.runs.loop import RunState, train
+from ncgeom.runs.loop import OneModelSteps, RunState, train
 from ncgeom.runs.nc_reference import run_nc_value
 from ncgeom.runs.records import EpochRecord
 from ncgeom.runs.result import Result
@@ -80,7 +79,7 @@ class _NonFinite(Exception):
     """An evaluation met non-finite features (the run then stops as diverged)."""
 
 
-class ImageDriver:
+class ImageDriver(OneModelSteps):
     """One image run (module docstring); the :class:`ncgeom.runs.loop.Driver` of :func:`run_images`."""
 
     def __init__(self, config: Config, data: ImageData, *, device: Any, folder: RunFolder | None,
@@ -173,22 +172,6 @@ class ImageDriver:
             first, second = two_views(x, generator=generator)
             return self._encode(torch.cat([first, second])), torch.arange(x.shape[0], device=self.device).repeat(2)
         return self._encode(to_float_images(x)), self.y_train[torch.from_numpy(row).to(self.device)]
-
-    def losses(self, batch: tuple[np.ndarray, np.ndarray], stepping: list[bool], *, epoch: int,
-               step: int) -> tuple[Any, list[float | str]]:
-        import torch
-
-        z, labels = self._forward(batch, self.generator)
-        if not bool(torch.isfinite(z.detach()).all()):
-            return None, [embeddings_message(epoch, step)]
-        loss = self.loss(z, labels)
-        return loss, [loss.item()]
-
-    def update(self, loss: Any, stepping: list[bool], *, epoch: int, step: int) -> list[str | None]:
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
-        return update_failures(self.tensors, runs=None, epoch=epoch, step=step)
 
     def reference_probe(self, r: int) -> Probe | None:
         return None  # an image run starts from a random ResNet: its own initial probe is the reference

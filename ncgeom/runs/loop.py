@@ -39,12 +39,13 @@ import numpy as np
 from ncgeom.provenance import provenance
 from ncgeom.runs.config import Config
 from ncgeom.runs.convergence import Probe, convergence_state
+from ncgeom.runs.divergence import embeddings_message, update_failures
 from ncgeom.runs.folder import RunFolder
 from ncgeom.runs.records import EpochRecord
 from ncgeom.runs.result import Result
 from ncgeom.vocabulary import RunStatus, StopReason
 
-__all__ = ["RunState", "Driver", "train"]
+__all__ = ["RunState", "Driver", "OneModelSteps", "train"]
 
 
 @dataclasses.dataclass
@@ -120,6 +121,36 @@ class Driver(Protocol):
 
     def final_embeddings(self, r: int) -> tuple[np.ndarray, np.ndarray]:
         """(embeddings, labels) of run r at the end (float64), for its Result and embeddings.npz."""
+
+
+class OneModelSteps:
+    """:meth:`Driver.losses` and :meth:`Driver.update` of a driver that trains one model with one optimizer (R = 1:
+    :mod:`ncgeom.runs.single`, :mod:`ncgeom.runs.images`), written once. The driver provides ``_forward(batch,
+    generator) -> (z, labels)``, ``generator``, ``loss`` (embeddings, labels -> a scalar tensor), ``optimizer`` and
+    ``tensors`` (what :func:`ncgeom.runs.divergence.update_failures` checks after a step)."""
+
+    generator: Any
+    loss: Any
+    optimizer: Any
+    tensors: list[Any]
+
+    def _forward(self, batch: Any, generator: Any) -> tuple[Any, Any]:
+        raise NotImplementedError
+
+    def losses(self, batch: Any, stepping: list[bool], *, epoch: int, step: int) -> tuple[Any, list[float | str]]:
+        import torch
+
+        z, labels = self._forward(batch, self.generator)
+        if not bool(torch.isfinite(z.detach()).all()):
+            return None, [embeddings_message(epoch, step)]
+        loss = self.loss(z, labels)
+        return loss, [loss.item()]
+
+    def update(self, loss: Any, stepping: list[bool], *, epoch: int, step: int) -> list[str | None]:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        return update_failures(self.tensors, runs=None, epoch=epoch, step=step)
 
 
 def train(driver: Driver, *, progress: bool = False) -> list[Result]:

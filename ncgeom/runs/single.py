@@ -33,10 +33,9 @@ from ncgeom.data import batches_per_epoch, epoch_batches, two_view_batch
 from ncgeom.runs.budget import check_run_memory
 from ncgeom.runs.config import Config
 from ncgeom.runs.convergence import PROBE_BATCHES, Probe, probe_model
-from ncgeom.runs.divergence import embeddings_message, update_failures
 from ncgeom.runs.evaluate import vector_record
 from ncgeom.runs.folder import RunFolder
-from ncgeom.runs.loop import RunState, train
+from ncgeom.runs.loop import OneModelSteps, RunState, train
 from ncgeom.runs.nc_reference import run_nc_value
 from ncgeom.runs.records import EpochRecord
 from ncgeom.runs.result import Result
@@ -58,7 +57,7 @@ from ncgeom.runs.setup import (
 __all__ = ["SingleDriver", "run_single"]
 
 
-class SingleDriver:
+class SingleDriver(OneModelSteps):
     """One run of vector data (module docstring); the :class:`ncgeom.runs.loop.Driver` of :func:`run_single`."""
 
     images_per_step = 0
@@ -82,6 +81,7 @@ class SingleDriver:
         self.x_test = torch.as_tensor(self.data.x_test, dtype=dtype, device=device)
         self.y_train = torch.as_tensor(self.data.y_train, device=device)
         self.params = list(self.model.parameters())
+        self.tensors = self.params  # what OneModelSteps.update checks
         self.optimizer = adam(self.params, lr=config.lr, weight_decay=config.weight_decay)
         self.loss = prepared_loss(config, self.generator)
         self.indexed = bool(getattr(self.model, "takes_indices", False))
@@ -108,21 +108,6 @@ class SingleDriver:
             return self.model(views), labels
         z = self.model(idx) if self.indexed else self.model(self.x_train[idx])
         return z, self.y_train[idx]
-
-    def losses(self, idx: Any, stepping: list[bool], *, epoch: int, step: int) -> tuple[Any, list[float | str]]:
-        import torch
-
-        z, labels = self._forward(idx, self.generator)
-        if not bool(torch.isfinite(z.detach()).all()):
-            return None, [embeddings_message(epoch, step)]
-        loss = self.loss(z, labels)
-        return loss, [loss.item()]
-
-    def update(self, loss: Any, stepping: list[bool], *, epoch: int, step: int) -> list[str | None]:
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
-        return update_failures(self.params, runs=None, epoch=epoch, step=step)
 
     def probe(self) -> list[Probe | None]:
         self.probe_generator.manual_seed(probe_seed(self.config))
