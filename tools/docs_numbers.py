@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate every number the docs quote about runs, checks and timings from the artifacts that hold it.
 
-A quoted number sits between two markers that name its source, in README.md, docs/*.md and figures/*/index.md:
+A quoted number sits between two markers that name its source, in README.md, BENCHMARKS.md, docs/*.md and figures/*/index.md:
 
     the quick reproduction trains <!-- num:spec.runs.quick -->186<!-- /num --> runs
 
@@ -12,7 +12,8 @@ A quoted number sits between two markers that name its source, in README.md, doc
   point has (``spec.seeds.<scale>``);
 - ``phase.bench.*``: the measured cost of the first shipped phase map, ``figures/phase/phase_benchmark.json``
   (``benchmarks/bench_phase.py``, ``PhaseBenchmark``): the adaptive map and the uniform grid side by side, their
-  agreement, and the shipped (confirmatory) map's time;
+  agreement (``trained_agree``, ``wrong``), the shipped (confirmatory) map's time, and the refinement replayed on the
+  uniform grid at other levels and labels (``replay.l<levels>.<every_seed|majority>.{cells_trained,cells_wrong,percent}``);
 - ``phase.<map>.*``: the shipped phase maps, ``ncgeom/phase/shipped/<map>/cells.json`` (package data,
   ``ncgeom.phase.records.PhaseMap``, read by ``ncgeom.phase.shipping``):
   runs trained against the uniform grid's, the cells of each label per panel (``phase.<map>.p<k>.<label>``), and for
@@ -50,6 +51,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import re
 import sys
 from collections import Counter
@@ -245,7 +247,7 @@ def _phase_benchmark() -> Any:
 
 def _phase_keys() -> dict[str, str]:
     """The keys ``phase.*`` (module docstring) from the shipped phase records; none for a record not yet shipped."""
-    from ncgeom.phase.records import CELLS_FILE, PhaseMap
+    from ncgeom.phase.records import CELLS_FILE, OVERLAYS_FILE, Overlays, PhaseMap
     from ncgeom.vocabulary import CELL_LABELS
 
     keys: dict[str, str] = {}
@@ -268,6 +270,13 @@ def _phase_keys() -> dict[str, str]:
                          p + f"{name}.cells_trained": str(cost.cells_trained)})
         if b.shipped_load is not None:
             keys[p + "shipped.load"] = b.shipped_load
+        keys[p + "trained_agree"] = str(b.cells_agree - b.inferred_agree)
+        keys[p + "wrong"] = str(b.cells - b.cells_agree)
+        for name, replay in (b.replays or {}).items():  # "levels 2, every seed" -> replay.l2.every_seed.*
+            levels, rule = name.split(", ")
+            stem = p + f"replay.l{levels.split()[1]}.{rule.replace(' ', '_')}."
+            keys.update({stem + k: str(v) for k, v in replay.items()})
+            keys[stem + "percent"] = f"{100 * replay['cells_trained'] / replay['cells']:.0f}"
     for name in PHASE_MAPS:
         if not (SHIPPED_MAPS / name / CELLS_FILE).is_file():
             continue
@@ -276,13 +285,72 @@ def _phase_keys() -> dict[str, str]:
         keys.update({p + "runs": str(m.runs_trained), p + "uniform_runs": str(m.runs_uniform),
                      p + "run_percent": f"{100 * m.runs_trained / m.runs_uniform:.0f}", p + "cells": str(len(m.cells)),
                      p + "seeds": ", ".join(map(str, m.seed_values)), p + "scale": m.scale})
+        runs = [r for c in m.cells for r in c.runs]
+        keys[p + "rank_drop_at_start"] = str(sum(r.rank_drop_epoch == 0 for r in runs))
+        keys[p + "runs_converged"] = str(sum(r.convergence == "converged" for r in runs))
+        overlays = Overlays.load(SHIPPED_MAPS / name) if (SHIPPED_MAPS / name / OVERLAYS_FILE).is_file() else None
+        for line in overlays.lines if overlays is not None else ():
+            finite = [v for v in line.values if v is not None and math.isfinite(v)]
+            if finite:
+                keys[p + f"p{line.panel}.line.{line.name}"] = _range(finite, 2)
         for k in range(len(m.panels)):
+            keys.update(_cell_ranges(m, k, p + f"p{k}."))
             counts = m.label_counts(k)
             for label in CELL_LABELS:
                 keys[p + f"p{k}.{label.replace(' ', '_')}"] = str(counts.get(label, 0))
             panel = m.panels[k]
             if {panel.x.config_field, panel.y.config_field} == {"classes", "batch_size"}:
                 keys.update(_below_2c(m, k, p + f"p{k}."))
+    return keys
+
+
+def _range(values: list[float], digits: int) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.{digits}g}" if f"{lo:.{digits}g}" == f"{hi:.{digits}g}" else f"{lo:.{digits}g}-{hi:.{digits}g}"
+
+
+def _cell_ranges(m: Any, panel: int, prefix: str) -> dict[str, str]:
+    """Per label of a panel's cells, trained or inferred: the x and y values where it lies (``<label>.x_range``,
+    ``.y_range``, first-last); per label of its trained cells: the range of the cell means of etf_distance, within_class and the
+    smallest spectrum value (``<label>.etf``, ``.within``, ``.spectrum_min``), of the last effective rank over its
+    maximum min(d, C - 1) (``.erank_share``); ``dc_seed_cells``, the trained cells with a DC run, and
+    ``dc_geometry_cells``, those with a run whose final metrics are DC, converged or not; per trained cell
+    (``cell.<x label>.<y label>.*``): its label, runs converged (k/n), the means of etf_distance and within_class and
+    the geometric mean of the smallest spectrum value."""
+    keys: dict[str, str] = {}
+    trained = [c for c in m.cells if c.panel == panel and c.source == "trained"]
+    keys[prefix + "dc_seed_cells"] = str(sum(c.counts.get("DC", 0) > 0 for c in trained))
+    keys[prefix + "dc_geometry_cells"] = str(sum(c.geometry_counts.get("DC", 0) > 0 for c in trained))
+    p = m.panels[panel]
+    for c in trained:  # cell.<x>.<y>.*: one trained cell (labels with their spaces and commas as _)
+        stem = prefix + "cell." + ".".join(re.sub(r"[^0-9A-Za-z.]+", "_", getattr(p, a).labels[i]).strip("_")
+                                           for a, i in (("x", c.ix), ("y", c.iy))) + "."
+        e = c.estimates
+        keys.update({stem + "label": c.label, stem + "converged": f"{c.converged}/{c.n_seeds}",
+                     stem + "etf": f"{e['etf_distance'].mean:.2g}", stem + "within": f"{e['within_class'].mean:.2g}",
+                     stem + "spectrum_min": f"{10 ** e['spectrum_min'].mean:.2g}"})
+    for label in {c.label for c in m.cells if c.panel == panel}:  # where each label lies, trained or inferred
+        cells = [c for c in m.cells if c.panel == panel and c.label == label]
+        for axis, index in (("x", "ix"), ("y", "iy")):
+            values = sorted({getattr(c, index) for c in cells})
+            names = getattr(p, axis).labels
+            keys[prefix + label.replace(" ", "_") + f".{axis}_range"] = (
+                names[values[0]] if len(values) == 1 else f"{names[values[0]]}-{names[values[-1]]}")
+    for label in {c.label for c in trained}:
+        cells = [c for c in trained if c.label == label]
+        stem = prefix + label.replace(" ", "_") + "."
+        for name in ("etf_distance", "within_class", "spectrum_min"):
+            means = [c.estimates[name].mean for c in cells if c.estimates[name].n]
+            means = [10 ** x if name == "spectrum_min" else x for x in means if x == x]  # log10 means; no NaN
+            if means:
+                keys[stem + {"etf_distance": "etf", "within_class": "within"}.get(name, name)] = _range(means, 2)
+        shares = []
+        for c in cells:
+            fields = {**m.base, **p.fields, **p.x.points[c.ix], **p.y.points[c.iy]}
+            top = min(int(fields["dim"]) if fields.get("dim") else int(fields["classes"]) - 1, int(fields["classes"]) - 1)
+            shares += [r.effective_rank[-1][1] / top for r in c.runs if r.effective_rank and r.effective_rank[-1][1]]
+        if shares:
+            keys[stem + "erank_share"] = _range(shares, 2)
     return keys
 
 
@@ -331,8 +399,9 @@ def values() -> dict[str, str]:
 
 
 def marked_files() -> list[Path]:
-    """README.md, docs/*.md and figures/*/index.md."""
-    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "figures").glob("*/index.md"))]
+    """README.md, BENCHMARKS.md, docs/*.md and figures/*/index.md."""
+    return [REPO / "README.md", REPO / "BENCHMARKS.md", *sorted((REPO / "docs").glob("*.md")),
+            *sorted((REPO / "figures").glob("*/index.md"))]
 
 
 def rewrite(text: str, table: dict[str, str], where: str) -> tuple[str, list[str]]:
