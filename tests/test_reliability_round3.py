@@ -990,6 +990,7 @@ def test_the_records_read_back_what_they_write(tmp_path):
     for stage, kind in STAGE_SUMMARIES.items():  # the shapes the stages wrote before the types existed
         example = {"verify": {"checks": 3, "counts": {"pass": 3}, "modules": ["symbolic"], "passed": True},
                    "theory": {"computed": ["a"], "skipped": []}, "claims": {"claims": {"1": "supported"}},
+                   "phase": {"maps": {"phase_classes_batch": "read from its shipped record"}},
                    "figures": {"rendered": 2, "no_data": ["x"], "failed": ["y: z"]}, "report": {"report": "report.md"}}[stage]
         assert summary_from_dict(stage, example).to_dict() == example and isinstance(summary_from_dict(stage, example), kind)
 
