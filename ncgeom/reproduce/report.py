@@ -287,8 +287,10 @@ def write_report(out: str | Path) -> Path:
     return atomic_write_text(out / "report.md", render_report(out))
 
 
-def write_gallery(results: str | Path, dest: str | Path) -> Path:
+def write_gallery(results: str | Path, dest: str | Path, *, commit: str | None = None) -> Path:
     """Copy the PNG figures of a reproduction into ``dest`` with an ``index.md`` of captions.
+
+    ``commit``: the code's commit when the run's provenance names none (a non-editable install has no git checkout).
 
     Used to refresh ``figures/quick/`` (the figures the README shows) from a ``--quick`` run:
     ``write_gallery("results/quick", "figures/quick")``. The copies are re-encoded with a 64-colour
@@ -299,7 +301,7 @@ def write_gallery(results: str | Path, dest: str | Path) -> Path:
     lines = [
         f"# Figures of a `--{scale}` reproduction",
         "",
-        f"Made by `ncgeom reproduce --{scale}` (commit `{prov.get('git_commit')}`, "
+        f"Made by `ncgeom reproduce --{scale}` (commit `{prov.get('git_commit') or commit}`, "
         f"{prov.get('time_utc')}); the full report with the verdict tables is the run's report.md.",
         "",
     ]
