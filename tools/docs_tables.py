@@ -71,7 +71,8 @@ def _shown(path: Path) -> str:
 def _overall_cell(result) -> str:
     [overall] = [r for r in result.rows if r.setting == "overall"]
     counts = overall.observed
-    return f"**{overall.verdict.value}** ({counts}; {result.n_seeds} seeds per point)"
+    seeds = f"; {result.n_seeds} seeds per point" if result.n_seeds else ""  # no deciding row: no seeds decided
+    return f"**{overall.verdict.value}** ({counts}{seeds})"
 
 
 def maps_by_claim() -> dict[str, tuple[str, ...]]:
