@@ -9,8 +9,8 @@ __all__ = ["QUICK_MINUTES", "FULL_WALL", "FULL_CPU_HOURS", "MACHINE_CORES"]
 #: Wall time of ``ncgeom reproduce --quick``, in minutes, on the machine of the record.
 QUICK_MINUTES = "2"
 #: Wall time of ``ncgeom reproduce --full`` on the machine of the record.
-FULL_WALL = "34 min 28 s"
+FULL_WALL = "21 min 0 s"
 #: CPU time of ``ncgeom reproduce --full``, in hours.
-FULL_CPU_HOURS = "0.8"
+FULL_CPU_HOURS = "0.7"
 #: The machine of the records, in words.
 MACHINE_CORES = "2 CPU cores"
