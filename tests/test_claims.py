@@ -366,7 +366,10 @@ def test_quick_scale_claim_sweeps_decide_every_claim_on_three_seeds(tmp_path):
     print("incomplete claim results:", incomplete)
     assert [r.claim for r in results] == list(CLAIMS)
     assert not incomplete, f"claims with missing runs (and why): {incomplete}"
-    assert all(r.seeds == "confirmatory" and r.n_seeds is not None and r.n_seeds >= 3 for r in results), \
+    # a claim whose rows are all context (claim 5 on digits: no room for the gain) decides on no seed
+    all_context = {r.claim for r in results if all(row.verdict is None for row in r.rows if row.setting != "overall")}
+    assert all(r.seeds == "confirmatory" and r.n_seeds is not None
+               and (r.n_seeds >= 3 or (r.n_seeds == 0 and r.claim in all_context)) for r in results), \
         [(r.claim, r.n_seeds) for r in results]
 
 

@@ -122,6 +122,9 @@ def write_synthetic_results(root: Path, rng: np.random.Generator) -> Path:
                   "merge_bracket": [6.5, 6.6], "merge_ratio_closed_form": 6.54 if b == 0 else None}
                  for s, b in (("scl", 0.0), ("hscl", 5.0), ("ucl", 0.0))]
     atomic_write_json(theory / "ablation_imbalance.json", {"curves": imbalance})
+    from proofs_check.hucl.optimum import record as optimum_record  # the shipped record, as the quick theory stage
+
+    atomic_write_json(theory / "hucl_optimum.json", optimum_record.theory_data())
     return root
 
 

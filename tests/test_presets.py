@@ -91,8 +91,10 @@ def test_tiny_sweep_runs_on_a_generated_folder_and_decides_by_the_claims_rule(tm
                "--quiet"])
     printed = capsys.readouterr().out
     assert rc == 0 and "2/2 runs finished" in printed and "claim 5-cifar100 |" in printed
-    rows = json.loads((out / "claim.json").read_text())
-    assert {r["claim"] for r in rows} == {"5-cifar100"} and rows[-1]["setting"] == "overall"
+    from ncgeom.campaigns.claims import ClaimResult
+
+    rows = ClaimResult.read(out / "claim.json").rows  # claim.json is a ClaimResult, read through its type
+    assert {r.claim for r in rows} == {"5-cifar100"} and rows[-1].setting == "overall"
     for run_dir in sorted(p for p in out.iterdir() if p.is_dir()):
         config = json.loads((run_dir / "config.json").read_text())
         assert Path(config["data_dir"]) == data.absolute() and config["model"] == "resnet18"

@@ -66,7 +66,7 @@ def _train(tree: Path, out: Path, *extra: str, cwd: Path | None = None, data_dir
 def finished_run(tree, tmp_path_factory) -> Path:
     """A finished 1-epoch ResNet-18 run with its checkpoint.pt (137 MB) and digest."""
     out = tmp_path_factory.mktemp("run") / "run"
-    proc = _train(tree, out, "--epochs", "1")
+    proc = _train(tree, out, "--epochs", "1", "--checkpoint-every", "1")  # checkpoints are opt-in
     assert proc.returncode == 0, proc.stderr
     assert (out / "summary.json").is_file() and CheckpointDigest.load(out) is not None
     return out
@@ -99,8 +99,8 @@ def _set_lr(payload) -> None:
 @pytest.mark.parametrize("name, change, digest, fragment", [
     ("a moment of another shape (the segmentation fault)", _set_moment, True,
      "optimizer.state[0].exp_avg: expected a tensor of shape [64, 3, 3, 3]"),
-    ("lr 123 while config.json says 0.05", _set_lr, True,
-     "optimizer.param_groups[0].lr: 123.0 in the checkpoint, 0.05 by its config"),
+    ("lr 123 while config.json says 0.001 (the ResNet default, runs.defaults)", _set_lr, True,
+     "optimizer.param_groups[0].lr: 123.0 in the checkpoint, 0.001 by its config"),
     ("a moment of another shape, the digest left", _set_moment, False, "is not the one recorded in checkpoint_digest"),
 ])
 def test_a_tampered_resnet_checkpoint_is_refused_and_the_folder_kept(finished_run, tree, tmp_path, name, change,
@@ -108,7 +108,7 @@ def test_a_tampered_resnet_checkpoint_is_refused_and_the_folder_kept(finished_ru
     out = _copy(finished_run, tmp_path / "run")
     _tamper(out / CHECKPOINT_FILE, change, digest=digest)
     before = tree_state(out)
-    proc = _train(tree, out, "--epochs", "2", "--resume")
+    proc = _train(tree, out, "--epochs", "2", "--resume", "--checkpoint-every", "1")
     lines = proc.stderr.splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("ncgeom train: error: "), proc.stderr
     assert fragment in lines[0] and str(out / CHECKPOINT_FILE) in lines[0]
@@ -121,7 +121,7 @@ def test_a_resume_by_another_path_to_the_data_removes_a_killed_writes_leftover(f
     out = _copy(finished_run, tmp_path / "run")
     leftover = out / ".checkpoint.pt.x8k2.tmp"
     leftover.write_bytes(b"\0" * 2**20)
-    proc = _train(tree, out, "--epochs", "2", "--resume", cwd=tree.parent, data_dir=f"./{tree.name}")
+    proc = _train(tree, out, "--epochs", "2", "--resume", "--checkpoint-every", "1", cwd=tree.parent, data_dir=f"./{tree.name}")
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed" and "resumed at epoch 1" in summary["message"]

@@ -22,8 +22,17 @@ from ncgeom.figures import FIGURES
 from ncgeom.reproduce.theory_data import NOT_AT_TINY
 
 ROOT = Path(__file__).resolve().parents[1]
-_SKIP = shutil.ignore_patterns(".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis",
-                               "results", "runs")
+_SKIP_ANYWHERE = shutil.ignore_patterns(".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", ".*_cache",
+                                        ".hypothesis")
+
+
+def _SKIP(folder: str, names: list[str]) -> set[str]:
+    """What the copy leaves out: build and cache folders anywhere, output folders (results/, runs/) at the top only
+    (ncgeom/runs is the run layer)."""
+    skipped = set(_SKIP_ANYWHERE(folder, names))
+    if Path(folder) == ROOT:
+        skipped |= {"results", "runs"} & set(names)
+    return skipped
 
 
 def _run(command: list[str], *, cwd: Path, timeout: float) -> float:
